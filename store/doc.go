@@ -1,0 +1,2 @@
+// Package store is brokercore's append-only message log.
+package store
