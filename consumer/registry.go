@@ -1,0 +1,405 @@
+package consumer
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/puzpuzpuz/xsync/v3"
+)
+
+// DefaultChannelExpiry is how long a (group, channel) registration lives
+// without a registration of that group on that channel before Scan expires
+// it (RocketMQ's channelExpiredTimeout).
+const DefaultChannelExpiry = 120 * time.Second
+
+// Client is one consumer connection as seen by a group. ChannelID names the
+// connection and is the key within a group; ClientID names the consumer
+// process. LastSeen is set by the registry (the input value is ignored): it
+// is the time of the last registration of this group on this channel.
+type Client struct {
+	ChannelID, ClientID, Language string
+	Version                       int
+	LastSeen                      time.Time
+}
+
+// Subscription is one topic a group consumes. Version orders updates of the
+// same topic: a higher version replaces the stored one, an equal or lower
+// one is ignored.
+type Subscription struct {
+	Topic, Expression string
+	Version           int64
+}
+
+// Options configures a Registry. The zero value is a working default.
+type Options struct {
+	// ChannelExpiry is how long a registration may stay silent before Scan
+	// removes it. Zero or negative means DefaultChannelExpiry.
+	ChannelExpiry time.Duration
+	// Now is the clock read by every liveness decision; nil means time.Now.
+	Now func() time.Time
+	// Logger receives rejected requests, expiries, channel closes and
+	// channel takeovers with their keys; nil discards.
+	Logger *slog.Logger
+	// OnEvent, if set, is called for every event: synchronously, one at a
+	// time, in the order the changes happened, never while a registry lock
+	// is held (it may call back into the Registry).
+	OnEvent func(Event)
+}
+
+// Stats is a snapshot of the registry's sizes and counters.
+type Stats struct {
+	Groups, Clients, Channels, Topics int // current table sizes
+
+	Heartbeats      int64  // registrations of a known, unchanged client served without the lock
+	Registrations   uint64 // registrations that took the locked path
+	ClientsAdded    uint64 // (group, channel) registrations created
+	ClientsRemoved  uint64 // (group, channel) registrations removed, for any reason
+	Unregistrations uint64 // clients removed by Unregister
+	ChannelCloses   uint64 // ChannelClosed calls that removed something
+	Expired         uint64 // registrations removed by Scan
+	GroupsRemoved   uint64 // groups removed because their last client left
+	Rejected        uint64 // calls refused with ErrInvalid
+	Events          uint64 // events handed to OnEvent (0 without a handler)
+}
+
+// Registry is the consumer registry: for each group its clients (keyed by
+// channel) and subscriptions, for each channel the groups registered on it
+// (the channel attribute used by ChannelClosed), and for each topic the
+// groups consuming it. It is safe for concurrent use.
+type Registry struct {
+	expiry time.Duration
+	now    func() time.Time
+	log    *slog.Logger
+	events dispatcher
+
+	heartbeats *xsync.Counter // striped: the heartbeat path must not share a cache line
+	rejected   atomic.Uint64
+
+	mu sync.RWMutex // guards t (except the lock-free reads of t.index) and st
+	t  tables
+	st Stats
+}
+
+// New returns an empty registry.
+func New(opts Options) *Registry {
+	r := &Registry{
+		expiry:     opts.ChannelExpiry,
+		now:        opts.Now,
+		log:        opts.Logger,
+		events:     dispatcher{fn: opts.OnEvent},
+		heartbeats: xsync.NewCounter(),
+		t:          newTables(),
+	}
+	if r.expiry <= 0 {
+		r.expiry = DefaultChannelExpiry
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	return r
+}
+
+// Register records that client c of group registered with the group's full
+// subscription list subs (a heartbeat with subscriptions). It adds or
+// refreshes the client, merges subs by version and drops topics subs does not
+// list. changed reports whether the group's client set or topic set changed.
+func (r *Registry) Register(group string, c Client, subs []Subscription) (changed bool, err error) {
+	if err := r.check("register", group, &c, subs); err != nil {
+		return false, err
+	}
+	out := r.mutate(change{group: group, put: newEntry(c, r.now().UnixNano()), setSubs: true, subs: subs})
+	return out.clientsChanged || out.topicsChanged, nil
+}
+
+// RegisterWithoutSub records a heartbeat of client c of group that carries no
+// subscriptions: the group's subscriptions stay as they are. A known,
+// unchanged client is refreshed without taking the registry lock; any other
+// case goes through the same single mutation path as Register, so the
+// channel attribute is always written. changed reports whether the client
+// set changed.
+func (r *Registry) RegisterWithoutSub(group string, c Client) (changed bool, err error) {
+	if err := r.check("register without subscriptions", group, &c, nil); err != nil {
+		return false, err
+	}
+	now := r.now().UnixNano()
+	if e, ok := r.t.index.Load(hbKey{group, c.ChannelID}); ok && e.sameAs(&c) && e.refresh(now) {
+		r.heartbeats.Inc()
+		return false, nil
+	}
+	out := r.mutate(change{group: group, put: newEntry(c, now)})
+	return out.clientsChanged, nil
+}
+
+// refresh moves lastSeen forward to now unless the entry has been removed.
+func (e *entry) refresh(now int64) bool {
+	for {
+		v := e.lastSeen.Load()
+		switch {
+		case v == deadMark:
+			return false
+		case v >= now:
+			return true
+		case e.lastSeen.CompareAndSwap(v, now):
+			return true
+		}
+	}
+}
+
+// Unregister removes client c (matched by channel and client id) from group.
+// Removing a client that is not registered is not an error.
+func (r *Registry) Unregister(group string, c Client) error {
+	if err := r.check("unregister", group, &c, nil); err != nil {
+		return err
+	}
+	out := r.mutate(change{group: group, drop: c.ChannelID, dropID: c.ClientID})
+	if out.removed == 0 {
+		r.log.Debug("consumer: unregister of unknown client", "group", group, "channel", c.ChannelID, "client", c.ClientID)
+	}
+	return nil
+}
+
+// mutate applies one change under the lock and delivers its events after.
+func (r *Registry) mutate(c change) outcome {
+	var evs []Event
+	r.mu.Lock()
+	out := r.t.apply(c, r.eventSink(&evs), r.log)
+	if c.put != nil {
+		r.st.Registrations++
+	} else {
+		r.st.Unregistrations += uint64(out.removed)
+	}
+	r.count(out)
+	r.st.Events += uint64(len(evs))
+	r.events.push(evs)
+	r.mu.Unlock()
+	r.events.drain()
+	return out
+}
+
+// ChannelClosed removes the channel from every group registered on it and
+// returns those groups, sorted. It reads only the channel attribute, so its
+// cost depends on the number of groups on the channel, not on the number of
+// channels.
+func (r *Registry) ChannelClosed(channelID string) (groups []string) {
+	if channelID == "" {
+		return nil
+	}
+	var evs []Event
+	r.mu.Lock()
+	groups = sortedKeys(r.t.channels[channelID])
+	for _, g := range groups {
+		r.count(r.t.apply(change{group: g, drop: channelID}, r.eventSink(&evs), r.log))
+	}
+	if len(groups) > 0 {
+		r.st.ChannelCloses++
+	}
+	r.st.Events += uint64(len(evs))
+	r.events.push(evs)
+	r.mu.Unlock()
+	r.events.drain()
+	if len(groups) > 0 {
+		r.log.Info("consumer: channel closed", "channel", channelID, "groups", groups)
+	}
+	return groups
+}
+
+// Scan removes every registration whose group has not registered on its
+// channel for longer than ChannelExpiry, and returns how many (group,
+// channel) registrations it removed. Hosts call it periodically.
+func (r *Registry) Scan() int {
+	now := r.now().UnixNano()
+	limit := now - int64(r.expiry)
+	type victim struct {
+		group, channel, client string
+		seen                   int64
+	}
+	var victims []victim
+	var evs []Event
+	r.mu.Lock()
+	for name, g := range r.t.groups {
+		for ch, e := range g.clients {
+			for {
+				v := e.lastSeen.Load()
+				if v >= limit {
+					break
+				}
+				// The CAS makes a racing lock-free heartbeat either land
+				// before (and save the entry) or see deadMark and re-register.
+				if e.lastSeen.CompareAndSwap(v, deadMark) {
+					victims = append(victims, victim{name, ch, e.client.ClientID, v})
+					break
+				}
+			}
+		}
+	}
+	slices.SortFunc(victims, func(a, b victim) int {
+		if a.group != b.group {
+			if a.group < b.group {
+				return -1
+			}
+			return 1
+		}
+		if a.channel < b.channel {
+			return -1
+		}
+		return 1
+	})
+	for _, v := range victims {
+		r.count(r.t.apply(change{group: v.group, drop: v.channel, dropSeen: v.seen}, r.eventSink(&evs), r.log))
+	}
+	r.st.Expired += uint64(len(victims))
+	r.st.Events += uint64(len(evs))
+	r.events.push(evs)
+	r.mu.Unlock()
+	r.events.drain()
+	for _, v := range victims {
+		r.log.Info("consumer: registration expired", "group", v.group, "channel", v.channel, "client", v.client,
+			"last_seen", timeOf(v.seen), "expiry", r.expiry)
+	}
+	return len(victims)
+}
+
+// Clients returns the group's clients ordered by client id, then channel id.
+// The slice is the caller's.
+func (r *Registry) Clients(group string) []Client {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.t.groups[group]
+	if g == nil {
+		return nil
+	}
+	return g.snapshot()
+}
+
+// FindClient returns the group's client with the given client id; if the
+// client is registered on several channels, the most recently seen one.
+func (r *Registry) FindClient(group, clientID string) (Client, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var best *entry
+	var bestSeen int64
+	if g := r.t.groups[group]; g != nil {
+		for _, e := range g.clients {
+			if e.client.ClientID != clientID {
+				continue
+			}
+			if seen := e.lastSeen.Load(); best == nil || seen > bestSeen ||
+				(seen == bestSeen && e.client.ChannelID < best.client.ChannelID) {
+				best, bestSeen = e, seen
+			}
+		}
+	}
+	if best == nil {
+		return Client{}, false
+	}
+	return best.snapshot(), true
+}
+
+// Subscriptions returns the group's subscriptions ordered by topic. The slice
+// is the caller's.
+func (r *Registry) Subscriptions(group string) []Subscription {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.t.groups[group]
+	if g == nil || len(g.subs) == 0 {
+		return nil
+	}
+	out := make([]Subscription, 0, len(g.subs))
+	for _, topic := range sortedKeys(g.subs) {
+		out = append(out, g.subs[topic])
+	}
+	return out
+}
+
+// GroupsOf returns the groups registered on the channel (the channel
+// attribute), sorted. The slice is the caller's.
+func (r *Registry) GroupsOf(channelID string) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return sortedKeys(r.t.channels[channelID])
+}
+
+// GroupsConsuming returns the groups subscribed to topic, sorted. The slice
+// is the caller's.
+func (r *Registry) GroupsConsuming(topic string) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return sortedKeys(r.t.topics[topic])
+}
+
+// Groups returns every group with at least one client, sorted. The slice is
+// the caller's.
+func (r *Registry) Groups() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return sortedKeys(r.t.groups)
+}
+
+// Stats returns the current sizes and counters.
+func (r *Registry) Stats() Stats {
+	r.mu.RLock()
+	s := r.st
+	s.Groups = len(r.t.groups)
+	s.Clients = r.t.nClients
+	s.Channels = len(r.t.channels)
+	s.Topics = len(r.t.topics)
+	r.mu.RUnlock()
+	s.Heartbeats = r.heartbeats.Value()
+	s.Rejected = r.rejected.Load()
+	return s
+}
+
+// count folds one outcome into the stats. Called with the write lock held.
+func (r *Registry) count(out outcome) {
+	r.st.ClientsAdded += uint64(out.added)
+	r.st.ClientsRemoved += uint64(out.removed)
+	if out.groupRemoved {
+		r.st.GroupsRemoved++
+	}
+}
+
+// eventSink returns where apply should collect events: nowhere when nobody
+// listens. Called with the write lock held.
+func (r *Registry) eventSink(evs *[]Event) *[]Event {
+	if r.events.fn == nil {
+		return nil
+	}
+	return evs
+}
+
+// check validates the keys of a call; on failure it logs, counts and returns
+// an error wrapping ErrInvalid.
+func (r *Registry) check(op, group string, c *Client, subs []Subscription) error {
+	why := ""
+	switch {
+	case group == "":
+		why = "empty group"
+	case c.ChannelID == "":
+		why = "empty channel id"
+	case c.ClientID == "":
+		why = "empty client id"
+	}
+	if why == "" {
+		for i := range subs {
+			if subs[i].Topic == "" {
+				why = fmt.Sprintf("subscription %d has an empty topic", i)
+				break
+			}
+		}
+	}
+	if why == "" {
+		return nil
+	}
+	r.rejected.Add(1)
+	r.log.Warn("consumer: rejected "+op, "group", group, "channel", c.ChannelID, "client", c.ClientID, "reason", why)
+	return fmt.Errorf("consumer: %s group %q channel %q client %q: %s: %w", op, group, c.ChannelID, c.ClientID, why, ErrInvalid)
+}
+
+func timeOf(unixNano int64) time.Time { return time.Unix(0, unixNano).UTC() }
