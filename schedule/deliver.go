@@ -1,0 +1,152 @@
+package schedule
+
+import (
+	"time"
+
+	"github.com/brokercore/brokercore/store"
+)
+
+// The delivery core: step is a plain method over the level's state that takes
+// the time as a value; loop is the thin driver (one goroutine per level and
+// generation, a ticker, the stop channel).
+
+// cursor is a loop's own position. It is taken over from the level's shared
+// progress under the level's mu on the loop's first step, and from then on
+// only the loop moves it.
+type cursor struct {
+	next  int64
+	owned bool
+}
+
+type stepResult struct {
+	stale  bool // the generation is over: the loop must exit
+	more   bool // a full batch went out: step again without waiting
+	failed bool // a read or append failed: back off, then retry the same offset
+}
+
+// step delivers, under lv.mu, the due prefix of the level's queue from the
+// cursor: one batch, one append, one progress update.
+func (s *Scheduler) step(e *epoch, lv *level, c *cursor) stepResult {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if !s.isCurrent(e) {
+		return stepResult{stale: true}
+	}
+	if !c.owned {
+		c.next, c.owned = lv.next.Load(), true
+	}
+	return s.deliverDue(e, lv, c, s.now())
+}
+
+func (s *Scheduler) deliverDue(e *epoch, lv *level, c *cursor, now time.Time) stepResult {
+	if lo := s.src.MinOffset(Topic, lv.queue); c.next < lo {
+		s.log.Warn("schedule: retention removed undelivered messages", "level", lv.n, "queue", lv.queue, "from", c.next, "to", lo, "lost", lo-c.next, "generation", e.n)
+		lv.skipped.Add(lo - c.next)
+		c.next = lo
+		lv.next.Store(lo)
+		s.persistFrom(lv)
+	}
+	msgs, err := s.src.Read(Topic, lv.queue, c.next, s.maxBatch)
+	if err != nil {
+		s.log.Warn("schedule: read failed, will retry", "level", lv.n, "queue", lv.queue, "offset", c.next, "err", err)
+		return stepResult{failed: true}
+	}
+	if len(msgs) == 0 {
+		lv.oldestDue.Store(0)
+		return stepResult{}
+	}
+	out := make([]*store.Message, 0, len(msgs))
+	next := c.next
+	var pending time.Time // due time of the first message not due yet
+	for _, m := range msgs {
+		// StoredAt never decreases along the log and the delay is the same
+		// for the whole queue, so the first message not due ends the batch.
+		due := m.StoredAt.Add(lv.delay)
+		if now.Before(due) {
+			pending = due
+			break
+		}
+		if r, ok := restore(m); ok {
+			out = append(out, r)
+		} else {
+			lv.malformed.Add(1)
+			s.log.Warn("schedule: record without scheduling properties skipped", "level", lv.n, "queue", lv.queue, "offset", m.QueueOffset)
+		}
+		next = m.QueueOffset + 1
+	}
+	if next == c.next { // nothing due
+		lv.oldestDue.Store(pending.UnixNano())
+		return stepResult{}
+	}
+	if len(out) > 0 {
+		if err := s.src.Append(out...); err != nil {
+			lv.retried.Add(1)
+			lv.oldestDue.Store(msgs[0].StoredAt.Add(lv.delay).UnixNano())
+			s.log.Warn("schedule: append failed, will retry the same offset", "level", lv.n, "queue", lv.queue, "offset", c.next, "messages", len(out), "generation", e.n, "err", err)
+			return stepResult{failed: true}
+		}
+	}
+	c.next = next
+	lv.next.Store(next)
+	lv.delivered.Add(int64(len(out)))
+	if pending.IsZero() {
+		lv.oldestDue.Store(0)
+	} else {
+		lv.oldestDue.Store(pending.UnixNano())
+	}
+	s.persistFrom(lv)
+	return stepResult{more: pending.IsZero()}
+}
+
+// persistFrom records progress after a batch; a failure is logged and the
+// file is rewritten with the next batch or on Stop.
+func (s *Scheduler) persistFrom(lv *level) {
+	if err := s.persist(); err != nil {
+		s.log.Error("schedule: progress not saved", "level", lv.n, "next", lv.next.Load(), "err", err)
+	}
+}
+
+// loop drives one level for generation e until e ends.
+func (s *Scheduler) loop(e *epoch, lv *level) {
+	home := e
+	defer s.all.Done()
+	defer home.wg.Done()
+	t := time.NewTicker(s.tick)
+	defer t.Stop()
+	var c cursor
+	var backoff time.Duration
+	wait := 0 // ticks left before the next attempt
+	for {
+		if wait > 0 {
+			wait--
+		} else {
+			r := s.step(e, lv, &c)
+			switch {
+			case r.stale:
+				return
+			case r.failed:
+				backoff = min(max(2*backoff, s.tick), max(MaxRetryBackoff, s.tick))
+				wait = int(backoff/s.tick) - 1
+			case r.more:
+				backoff = 0
+				continue
+			default:
+				backoff = 0
+			}
+		}
+		select {
+		case <-e.stop:
+			if !s.guardOff {
+				return
+			}
+			// The field report's finally block: "if started, schedule my
+			// successor on the current timer".
+			n := s.cur.Load()
+			if n == nil {
+				return
+			}
+			e = n
+		case <-t.C:
+		}
+	}
+}
