@@ -54,7 +54,7 @@
 // by the caller; slices passed in are not retained. OnEvent and OnLost run
 // synchronously (OnEvent outside the table's locks) and must be quick;
 // OnLost must not call Close. Leases are in memory only: a restarted table
-// starts empty, so hosts persisting fencing checks should fold the time of
-// restart into their tokens. A lease is only as good as the clocks: a
+// starts empty and, unless Options.TokenBase is set above the last token
+// issued, counts tokens from 1 again. A lease is only as good as the clocks: a
 // holder must stop processing once it cannot renew within MaxLiveTime.
 package lock

@@ -48,6 +48,11 @@ type Options struct {
 	// OnEvent, if set, is called synchronously after every lease change
 	// or refusal, outside the table's locks. It must be fast.
 	OnEvent func(Event)
+	// TokenBase makes every token issued greater than it. A host that
+	// restarts a table sets it to (at least) the last token the previous
+	// table issued, so tokens stay unique across restarts. Zero is fine
+	// for a table that lives as long as the process it fences.
+	TokenBase uint64
 }
 
 // Stats is a snapshot of a Table's counters since New.
@@ -103,6 +108,7 @@ func New(opts Options) *Table {
 			invalid: xsync.NewCounter(),
 		},
 	}
+	t.seq.Store(opts.TokenBase)
 	if t.maxLive <= 0 {
 		t.maxLive = DefaultMaxLiveTime
 	}
