@@ -1,0 +1,76 @@
+// Package offset keeps consumer offsets on the broker side, with an epoch per
+// (group, topic, queue) that fences commits across resets, and gives the
+// consumer side a queue table in which a reset can never leave an orphan pull.
+//
+// # Broker side: Manager
+//
+// A Manager maps (group, topic, queue) to a committed offset (the next
+// offset to consume) and an epoch. Reset sets the offset and bumps the epoch;
+// from then on CommitFenced with any other epoch returns ErrStaleEpoch and
+// changes nothing, so a consumer (or pop service) that has not seen the reset
+// cannot write its old progress back over it. Plain Commit does not fence; it
+// is for hosts that do not use epochs. A commit that moves an offset
+// backwards without a reset is accepted, counted and logged.
+//
+// Epochs of a key strictly increase and are never reused: a reset is written
+// to the file before Reset returns (a failed write fails the Reset and
+// changes nothing), and removing a key remembers its epoch in a floor that
+// the next epoch of any re-created key starts above. Clone is a reset of
+// every destination key.
+//
+// Commits are lock-free apart from per-key state: the table is an
+// xsync.MapOf keyed by a comparable struct, a plain commit is one atomic
+// swap and a fenced commit holds only its key's mutex.
+//
+// # Persistence
+//
+// With Options.Path the whole table is written as one file: on Flush, on
+// Close, every Options.FlushEvery (default DefaultFlushEvery, 5 s; a
+// negative value, FlushEveryCommit, writes on every commit instead), and on
+// every Reset and Clone. The file is versioned and checksummed (CRC-32C) and
+// replaced atomically: write Path.tmp, fsync, keep the current file as
+// Path.bak, rename Path.tmp over Path, fsync the directory. Open fails with
+// ErrCorrupt for a torn, truncated, extended or corrupt file, and never
+// silently starts from zero; Options.FallbackToBackup lets it load the
+// backup instead (logged; commits made after the backup are lost, resets
+// are not lost because each reset leaves the previous file as backup only
+// after the new one is complete). A crash loses at most the commits since
+// the last write: a consumer then re-consumes them (at-least-once).
+// One Manager per file: two processes sharing a Path are not supported.
+//
+// # Consumer side: QueueTable and ProcessQueue
+//
+// A QueueTable holds exactly one live *ProcessQueue per assigned queue. Every
+// operation that takes a process queue out of the table (Assign over an
+// existing one, Reset, Revoke) drops that instance in the same critical
+// section. A pull is tied to the process queue it was issued for: once the
+// queue is dropped, ProcessQueue.Deliver returns ErrDropped and buffers
+// nothing, and the puller must not re-issue the pull; ProcessQueue.Commit
+// refuses with ErrDropped, and the Manager refuses its old epoch with
+// ErrStaleEpoch. This rules out the RocketMQ failure in which repeated
+// offset resets removed process queues from the table without dropping
+// them: their pull requests lived on, filled memory into full-GC storms,
+// blocked orderly consumers and could commit old positions over the reset.
+//
+// Flow control: Deliver of a batch that would take a non-empty buffer past
+// TableOptions.MaxBuffered (default DefaultMaxBuffered, 1000 messages) or
+// MaxBufferedBytes (default DefaultMaxBufferedBytes, 100 MiB of bodies)
+// returns ErrBackpressure and buffers nothing; an empty buffer always takes
+// one batch, so an oversized batch cannot wedge a queue. Dropping releases
+// the buffered messages.
+//
+// The table does not compare epochs (the latest call wins): apply the resets
+// of one queue in the order their epochs were handed out.
+//
+// # Ownership
+//
+// Deliver keeps the *store.Message pointers (not the slice passed in) until
+// Take hands them out; the slice Take returns is the caller's. Slices
+// returned by Groups and Topics are fresh copies.
+//
+// # Defaults
+//
+// DefaultFlushEvery (5 s), DefaultMaxBuffered (1000), DefaultMaxBufferedBytes
+// (100 MiB). The zero Options is an in-memory Manager; the zero TableOptions
+// a table with the default limits.
+package offset

@@ -1,0 +1,292 @@
+package offset
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// The offset file, version 1 (all integers little endian):
+//
+//	magic      8 bytes  "BCOFFSET"
+//	version    uint16   1
+//	reserved   uint16   0
+//	payloadLen uint64   bytes between the header and the checksum
+//	payload:
+//	  writtenAt  int64    Unix nanoseconds (informational)
+//	  floor      uint64   highest epoch of any removed entry
+//	  count      uvarint  number of records
+//	  count × record: uvarint len, group, uvarint len, topic,
+//	                  uvarint queueID, uvarint offset, uvarint epoch
+//	crc        uint32   CRC-32C of everything before it
+//
+// The exact length check (header + payloadLen + 4 == file size) makes every
+// truncation and every appended byte detectable before the checksum is even
+// computed; the checksum catches changed bytes.
+const (
+	fileMagic     = "BCOFFSET"
+	fileVersion   = 1
+	fileHeaderLen = 8 + 2 + 2 + 8
+	fileTrailer   = 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// record is one (group, topic, queue) entry as stored in the file.
+type record struct {
+	key
+	offset int64
+	epoch  uint64
+}
+
+// snapshot is the decoded content of an offset file.
+type snapshot struct {
+	writtenAt int64
+	floor     uint64
+	records   []record
+}
+
+// encodeFile appends the file image of s to buf.
+func encodeFile(buf []byte, s snapshot) []byte {
+	buf = append(buf, fileMagic...)
+	buf = binary.LittleEndian.AppendUint16(buf, fileVersion)
+	buf = binary.LittleEndian.AppendUint16(buf, 0)
+	lenAt := len(buf)
+	buf = binary.LittleEndian.AppendUint64(buf, 0) // patched below
+	start := len(buf)
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(s.writtenAt))
+	buf = binary.LittleEndian.AppendUint64(buf, s.floor)
+	buf = binary.AppendUvarint(buf, uint64(len(s.records)))
+	for _, r := range s.records {
+		buf = appendRecord(buf, r)
+	}
+	binary.LittleEndian.PutUint64(buf[lenAt:], uint64(len(buf)-start))
+	return binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+}
+
+func appendRecord(buf []byte, r record) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(r.group)))
+	buf = append(buf, r.group...)
+	buf = binary.AppendUvarint(buf, uint64(len(r.topic)))
+	buf = append(buf, r.topic...)
+	buf = binary.AppendUvarint(buf, uint64(r.queue))
+	buf = binary.AppendUvarint(buf, uint64(r.offset))
+	return binary.AppendUvarint(buf, r.epoch)
+}
+
+// decodeFile parses a whole file image. Any defect returns an error wrapping
+// ErrCorrupt (or ErrVersion); it never panics and never allocates more than
+// the input justifies.
+func decodeFile(data []byte) (snapshot, error) {
+	var s snapshot
+	if len(data) < fileHeaderLen+fileTrailer {
+		return s, fmt.Errorf("%w: %d bytes is shorter than header and checksum", ErrCorrupt, len(data))
+	}
+	if string(data[:8]) != fileMagic {
+		return s, fmt.Errorf("%w: bad magic %q", ErrCorrupt, data[:8])
+	}
+	if v := binary.LittleEndian.Uint16(data[8:]); v != fileVersion {
+		if v > fileVersion {
+			return s, fmt.Errorf("%w: version %d (this build reads %d)", ErrVersion, v, fileVersion)
+		}
+		return s, fmt.Errorf("%w: bad version %d", ErrCorrupt, v)
+	}
+	plen := binary.LittleEndian.Uint64(data[12:])
+	body := uint64(len(data) - fileHeaderLen - fileTrailer)
+	if plen != body {
+		return s, fmt.Errorf("%w: header says %d payload bytes, file has %d (torn or extended file)", ErrCorrupt, plen, body)
+	}
+	end := len(data) - fileTrailer
+	if got, want := crc32.Checksum(data[:end], castagnoli), binary.LittleEndian.Uint32(data[end:]); got != want {
+		return s, fmt.Errorf("%w: checksum %08x, want %08x", ErrCorrupt, got, want)
+	}
+	d := decoder{b: data[fileHeaderLen:end]}
+	s.writtenAt = int64(d.u64())
+	s.floor = d.u64()
+	n := d.uvarint()
+	// A record takes at least 7 bytes: the bound keeps a forged count from
+	// allocating more than the input justifies.
+	if d.err == nil && n > uint64(len(d.b))/7 {
+		return s, fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, n, len(d.b))
+	}
+	s.records = make([]record, 0, n)
+	seen := make(map[key]struct{}, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var r record
+		r.group = d.str()
+		r.topic = d.str()
+		q := d.uvarint()
+		off := d.uvarint()
+		r.epoch = d.uvarint()
+		if d.err != nil {
+			break
+		}
+		if r.group == "" || r.topic == "" || q > math.MaxInt || off > math.MaxInt64 {
+			return s, fmt.Errorf("%w: record %d has an invalid key or offset", ErrCorrupt, i)
+		}
+		r.queue, r.offset = int(q), int64(off)
+		if _, dup := seen[r.key]; dup {
+			return s, fmt.Errorf("%w: record %d duplicates %s/%s/%d", ErrCorrupt, i, r.group, r.topic, r.queue)
+		}
+		seen[r.key] = struct{}{}
+		s.records = append(s.records, r)
+	}
+	if d.err != nil {
+		return s, fmt.Errorf("%w: %v", ErrCorrupt, d.err)
+	}
+	if len(d.b) != 0 {
+		return s, fmt.Errorf("%w: %d stray bytes after the last record", ErrCorrupt, len(d.b))
+	}
+	return s, nil
+}
+
+// decoder reads from b, remembering the first error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("record runs past the payload")
+
+func (d *decoder) u64() uint64 {
+	if d.err != nil || len(d.b) < 8 {
+		d.err = errShort
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errors.New("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) str() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.err = errShort
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// writeFileAtomic replaces path with data so that a crash at any point leaves
+// either the old or the new file under path, never a mix: write path.tmp,
+// fsync it, keep the current file as path.bak (when keepBackup), rename the
+// temp file over path, fsync the directory.
+func writeFileAtomic(path string, data []byte, keepBackup bool) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(tmp)
+		return werr
+	}
+	if keepBackup {
+		if err := backup(path); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("keep backup: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// backup makes path.bak a copy of path (if path exists) without ever leaving
+// path missing: a hard link where the file system allows it, else a copy.
+// Either way the new backup appears under its name by an atomic rename.
+func backup(path string) error {
+	bak, bakTmp := path+".bak", path+".bak.tmp"
+	os.Remove(bakTmp)
+	if err := os.Link(path, bakTmp); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // first write: nothing to keep
+		}
+		if err := copyFile(path, bakTmp); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+	}
+	return os.Rename(bakTmp, bak)
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readSnapshot loads and decodes one file. A missing file is reported with
+// fs.ErrNotExist unwrapped so the caller can tell "first run" from "corrupt".
+func readSnapshot(path string) (snapshot, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return snapshot{}, err
+	}
+	s, err := decodeFile(data)
+	if err != nil {
+		return s, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}

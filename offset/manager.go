@@ -1,0 +1,514 @@
+package offset
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/puzpuzpuz/xsync/v3"
+)
+
+// key identifies one committed offset.
+type key struct {
+	group, topic string
+	queue        int
+}
+
+// entry is the state of one key. Readers use the atomics without a lock;
+// writers that must check-and-set (fenced commits, resets, removal) hold mu.
+// A plain Commit is a single atomic swap.
+type entry struct {
+	mu     sync.Mutex
+	offset atomic.Int64
+	epoch  atomic.Uint64
+	dead   atomic.Bool // removed from the map; writers retry on a fresh entry
+}
+
+func newEntry(offset int64, epoch uint64) *entry {
+	e := &entry{}
+	e.offset.Store(offset)
+	e.epoch.Store(epoch)
+	return e
+}
+
+// Manager is the broker-side table of committed consumer offsets, keyed by
+// (group, topic, queue), with an epoch per key that every reset bumps. It is
+// safe for concurrent use; commits on different keys never share a lock.
+type Manager struct {
+	path      string
+	syncEvery bool
+	now       func() time.Time
+	log       *slog.Logger
+
+	entries *xsync.MapOf[key, *entry]
+	floor   atomic.Uint64 // highest epoch of any removed entry: epochs of a re-created key start above it
+	dirty   atomic.Bool
+	closed  atomic.Bool
+
+	// persistMu serializes writing the file and every epoch change (Reset,
+	// Clone), so a reset's new epoch is on disk before anyone can see it.
+	persistMu  sync.Mutex
+	pathIsGood bool // path holds a file we loaded or wrote: safe to keep as backup
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+
+	st managerCounters
+}
+
+type managerCounters struct {
+	commits, fenced, stale, invalid, backwards *xsync.Counter
+	resets, removes, flushes, flushErrors      atomic.Uint64
+	lastFlush                                  atomic.Int64 // Unix nanoseconds
+	lastFlushDur, lastFlushBytes               atomic.Int64
+}
+
+// Stats is a snapshot of a Manager's counters.
+type Stats struct {
+	Keys               int           // (group, topic, queue) entries held
+	Commits            uint64        // accepted Commit and CommitFenced calls
+	FencedCommits      uint64        // accepted CommitFenced calls
+	StaleEpochRejected uint64        // CommitFenced calls refused with ErrStaleEpoch
+	InvalidRejected    uint64        // calls refused with ErrInvalid
+	BackwardCommits    uint64        // accepted commits that moved an offset backwards without a reset
+	Resets             uint64        // keys reset (Reset, ResetToTime, each key of a Clone)
+	Removes            uint64        // keys removed
+	Flushes            uint64        // files written
+	FlushErrors        uint64        // failed file writes
+	LastFlush          time.Time     // Options.Now at the last successful write
+	LastFlushDuration  time.Duration // how long that write took
+	LastFlushBytes     int64         // its size
+}
+
+// Open creates a Manager. With a Path it loads the file there (a missing file
+// is a first run; a torn or corrupt one fails with ErrCorrupt, see
+// Options.FallbackToBackup) and starts the background flush, which Close
+// stops. Leftover temporary files of an interrupted write are removed.
+func Open(opts Options) (*Manager, error) {
+	m := &Manager{
+		path:    opts.Path,
+		now:     opts.Now,
+		log:     orDiscard(opts.Logger),
+		entries: xsync.NewMapOf[key, *entry](),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		st: managerCounters{
+			commits: xsync.NewCounter(), fenced: xsync.NewCounter(), stale: xsync.NewCounter(),
+			invalid: xsync.NewCounter(), backwards: xsync.NewCounter(),
+		},
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	every := opts.FlushEvery
+	if every == 0 {
+		every = DefaultFlushEvery
+	}
+	m.syncEvery = every < 0
+	if m.path == "" {
+		close(m.done)
+		return m, nil
+	}
+	if err := m.load(opts.FallbackToBackup); err != nil {
+		return nil, err
+	}
+	if m.syncEvery {
+		close(m.done)
+	} else {
+		go m.flushLoop(every)
+	}
+	return m, nil
+}
+
+// load fills the map from the file (or its backup).
+func (m *Manager) load(fallback bool) error {
+	for _, leftover := range []string{m.path + ".tmp", m.path + ".bak.tmp"} {
+		if err := os.Remove(leftover); err == nil {
+			m.log.Warn("offset: removed leftover of an interrupted write", "file", leftover)
+		}
+	}
+	s, err := readSnapshot(m.path)
+	switch {
+	case err == nil:
+		m.pathIsGood = true
+	case errors.Is(err, fs.ErrNotExist):
+		bs, berr := readSnapshot(m.path + ".bak")
+		if errors.Is(berr, fs.ErrNotExist) {
+			m.log.Info("offset: no offset file yet, starting empty", "file", m.path)
+			return nil
+		}
+		if !fallback {
+			return fmt.Errorf("offset: %s is missing but its backup exists (set FallbackToBackup to load it): %w", m.path, ErrCorrupt)
+		}
+		if berr != nil {
+			return fmt.Errorf("offset: %s is missing and the backup is unusable: %w", m.path, berr)
+		}
+		m.log.Warn("offset: file missing, recovered from backup", "file", m.path, "keys", len(bs.records))
+		s = bs
+	case !fallback:
+		return fmt.Errorf("offset: open: %w", err)
+	default:
+		bs, berr := readSnapshot(m.path + ".bak")
+		if berr != nil {
+			return fmt.Errorf("offset: open: %w (backup: %v)", err, berr)
+		}
+		m.log.Warn("offset: file corrupt, recovered from backup; commits after the backup are lost",
+			"file", m.path, "error", err, "keys", len(bs.records))
+		s = bs
+	}
+	m.floor.Store(s.floor)
+	for _, r := range s.records {
+		m.entries.Store(r.key, newEntry(r.offset, r.epoch))
+	}
+	m.log.Info("offset: loaded", "file", m.path, "keys", len(s.records), "floor", s.floor,
+		"written_at", time.Unix(0, s.writtenAt))
+	return nil
+}
+
+func (m *Manager) flushLoop(every time.Duration) {
+	defer close(m.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			if m.dirty.Load() {
+				m.Flush() // failures are counted and logged by persist; the next tick retries
+			}
+		}
+	}
+}
+
+// check validates a key (and an offset) and counts the rejection.
+func (m *Manager) check(op, group, topic string, queueID int, offset int64) error {
+	if group != "" && topic != "" && queueID >= 0 && offset >= 0 {
+		return nil
+	}
+	m.st.invalid.Inc()
+	m.log.Warn("offset: rejected invalid request", "op", op, "group", group, "topic", topic,
+		"queue", queueID, "offset", offset)
+	return fmt.Errorf("offset: %s %q/%q/%d at %d: %w", op, group, topic, queueID, offset, ErrInvalid)
+}
+
+func (m *Manager) checkOpen(op string) error {
+	if m.closed.Load() {
+		return fmt.Errorf("offset: %s: %w", op, ErrClosed)
+	}
+	return nil
+}
+
+func (m *Manager) markDirty() {
+	if !m.dirty.Load() {
+		m.dirty.Store(true)
+	}
+}
+
+// afterCommit accounts an accepted commit and, in FlushEveryCommit mode,
+// writes it out before the commit returns.
+func (m *Manager) afterCommit(k key, old, offset int64, had bool) error {
+	m.st.commits.Inc()
+	if had && offset < old {
+		m.st.backwards.Inc()
+		// RocketMQ's "[NOTIFYME]update consumer offset less than store" line.
+		m.log.Warn("offset: commit moves offset backwards without a reset", "group", k.group,
+			"topic", k.topic, "queue", k.queue, "old", old, "new", offset)
+	}
+	m.markDirty()
+	if m.syncEvery && m.path != "" {
+		if err := m.Flush(); err != nil {
+			return fmt.Errorf("offset: commit %s/%s/%d applied in memory but not written: %w", k.group, k.topic, k.queue, err)
+		}
+	}
+	return nil
+}
+
+// Commit records offset (the next offset to consume) for the key, whatever
+// its epoch: it is for hosts that do not fence. Moving an offset backwards is
+// accepted and logged.
+func (m *Manager) Commit(group, topic string, queueID int, offset int64) error {
+	if err := m.check("commit", group, topic, queueID, offset); err != nil {
+		return err
+	}
+	if err := m.checkOpen("commit"); err != nil {
+		return err
+	}
+	k := key{group, topic, queueID}
+	for {
+		e, ok := m.entries.Load(k)
+		if !ok {
+			if e, ok = m.entries.LoadOrCompute(k, func() *entry { return newEntry(offset, 0) }); !ok {
+				return m.afterCommit(k, 0, offset, false)
+			}
+		}
+		if e.dead.Load() {
+			continue // removed under us: the commit goes to the key's next life
+		}
+		old := e.offset.Swap(offset)
+		return m.afterCommit(k, old, offset, true)
+	}
+}
+
+// CommitFenced records offset only if epoch is the key's current epoch (0 for
+// a key never reset); otherwise it returns ErrStaleEpoch and changes nothing.
+func (m *Manager) CommitFenced(group, topic string, queueID int, offset int64, epoch uint64) error {
+	if err := m.check("fenced commit", group, topic, queueID, offset); err != nil {
+		return err
+	}
+	if err := m.checkOpen("fenced commit"); err != nil {
+		return err
+	}
+	k := key{group, topic, queueID}
+	for {
+		e, ok := m.entries.Load(k)
+		if !ok {
+			if epoch != 0 {
+				return m.stale(k, offset, epoch, 0)
+			}
+			if e, ok = m.entries.LoadOrCompute(k, func() *entry { return newEntry(offset, 0) }); !ok {
+				m.st.fenced.Inc()
+				return m.afterCommit(k, 0, offset, false)
+			}
+		}
+		e.mu.Lock()
+		if e.dead.Load() {
+			e.mu.Unlock()
+			continue
+		}
+		if cur := e.epoch.Load(); cur != epoch {
+			e.mu.Unlock()
+			return m.stale(k, offset, epoch, cur)
+		}
+		old := e.offset.Swap(offset)
+		e.mu.Unlock()
+		m.st.fenced.Inc()
+		return m.afterCommit(k, old, offset, true)
+	}
+}
+
+func (m *Manager) stale(k key, offset int64, epoch, cur uint64) error {
+	m.st.stale.Inc()
+	m.log.Warn("offset: rejected commit with stale epoch", "group", k.group, "topic", k.topic,
+		"queue", k.queue, "offset", offset, "epoch", epoch, "current_epoch", cur)
+	return fmt.Errorf("offset: commit %s/%s/%d at %d with epoch %d, current %d: %w",
+		k.group, k.topic, k.queue, offset, epoch, cur, ErrStaleEpoch)
+}
+
+// Committed returns the committed offset of the key and whether there is one.
+func (m *Manager) Committed(group, topic string, queueID int) (int64, bool) {
+	e, ok := m.entries.Load(key{group, topic, queueID})
+	if !ok {
+		return 0, false
+	}
+	return e.offset.Load(), true
+}
+
+// Epoch returns the key's current epoch: 0 until its first reset.
+func (m *Manager) Epoch(group, topic string, queueID int) uint64 {
+	e, ok := m.entries.Load(key{group, topic, queueID})
+	if !ok {
+		return 0
+	}
+	return e.epoch.Load()
+}
+
+// Lag returns max − committed, never negative (a key with no commit counts
+// as committed at 0). Invalid keys have no lag.
+func (m *Manager) Lag(group, topic string, queueID int, max int64) int64 {
+	if group == "" || topic == "" || queueID < 0 {
+		return 0
+	}
+	committed, _ := m.Committed(group, topic, queueID)
+	if lag := max - committed; lag > 0 {
+		return lag
+	}
+	return 0
+}
+
+// Groups returns the groups with at least one committed offset, sorted.
+func (m *Manager) Groups() []string {
+	set := map[string]struct{}{}
+	m.entries.Range(func(k key, _ *entry) bool {
+		set[k.group] = struct{}{}
+		return true
+	})
+	return sortedKeys(set)
+}
+
+// Topics returns the topics the group has committed offsets for, sorted.
+func (m *Manager) Topics(group string) []string {
+	set := map[string]struct{}{}
+	m.entries.Range(func(k key, _ *entry) bool {
+		if k.group == group {
+			set[k.topic] = struct{}{}
+		}
+		return true
+	})
+	return sortedKeys(set)
+}
+
+func sortedKeys(set map[string]struct{}) []string {
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Remove deletes every offset of the group. The highest epoch removed is
+// remembered (and persisted), so a later reset of a re-created key never
+// hands out an epoch that was used before. Removal is persisted by the next
+// flush, like a commit.
+func (m *Manager) Remove(group string) {
+	if group == "" {
+		m.check("remove", group, "-", 0, 0)
+		return
+	}
+	m.removeWhere("remove", func(k key) bool { return k.group == group })
+}
+
+// RemoveTopic deletes the group's offsets of one topic (every queue), with
+// the same epoch guarantee as Remove.
+func (m *Manager) RemoveTopic(group, topic string) {
+	if group == "" || topic == "" {
+		m.check("remove topic", group, topic, 0, 0)
+		return
+	}
+	m.removeWhere("remove topic", func(k key) bool { return k.group == group && k.topic == topic })
+}
+
+func (m *Manager) removeWhere(op string, match func(key) bool) {
+	if m.checkOpen(op) != nil {
+		m.log.Warn("offset: rejected request on closed manager", "op", op)
+		return
+	}
+	var keys []key
+	m.entries.Range(func(k key, _ *entry) bool {
+		if match(k) {
+			keys = append(keys, k)
+		}
+		return true
+	})
+	for _, k := range keys {
+		m.entries.Compute(k, func(e *entry, loaded bool) (*entry, bool) {
+			if loaded {
+				e.mu.Lock()
+				e.dead.Store(true)
+				m.raiseFloor(e.epoch.Load())
+				e.mu.Unlock()
+				m.st.removes.Add(1)
+				m.log.Info("offset: removed", "group", k.group, "topic", k.topic, "queue", k.queue,
+					"offset", e.offset.Load(), "epoch", e.epoch.Load())
+			}
+			return e, true
+		})
+	}
+	m.markDirty()
+}
+
+func (m *Manager) raiseFloor(epoch uint64) {
+	for {
+		f := m.floor.Load()
+		if epoch <= f || m.floor.CompareAndSwap(f, epoch) {
+			return
+		}
+	}
+}
+
+// Flush writes the file now (a no-op without Path).
+func (m *Manager) Flush() error {
+	if err := m.checkOpen("flush"); err != nil {
+		return err
+	}
+	m.persistMu.Lock()
+	defer m.persistMu.Unlock()
+	return m.persist(nil)
+}
+
+// persist writes a snapshot of every entry, with override replacing the
+// values of some keys (a reset being made durable before it is applied).
+// The caller holds persistMu.
+func (m *Manager) persist(override map[key]record) error {
+	if m.path == "" {
+		return nil
+	}
+	start := time.Now()
+	m.dirty.Store(false) // commits racing with the snapshot set it again
+	s := snapshot{writtenAt: m.now().UnixNano(), floor: m.floor.Load()}
+	s.records = make([]record, 0, m.entries.Size()+len(override))
+	m.entries.Range(func(k key, e *entry) bool {
+		if _, ok := override[k]; !ok {
+			s.records = append(s.records, record{key: k, offset: e.offset.Load(), epoch: e.epoch.Load()})
+		}
+		return true
+	})
+	for _, r := range override {
+		s.records = append(s.records, r)
+	}
+	data := encodeFile(make([]byte, 0, 64+len(s.records)*32), s)
+	if err := writeFileAtomic(m.path, data, m.pathIsGood); err != nil {
+		m.markDirty()
+		m.st.flushErrors.Add(1)
+		m.log.Error("offset: writing offset file failed", "file", m.path, "keys", len(s.records), "error", err)
+		return fmt.Errorf("offset: write %s: %w", m.path, err)
+	}
+	m.pathIsGood = true
+	m.st.flushes.Add(1)
+	m.st.lastFlush.Store(s.writtenAt)
+	m.st.lastFlushDur.Store(int64(time.Since(start)))
+	m.st.lastFlushBytes.Store(int64(len(data)))
+	return nil
+}
+
+// Close stops the background flush, waits for it, writes the file a last
+// time and refuses further writes with ErrClosed. Reads keep answering from
+// memory. Close is idempotent; later calls return the first call's result.
+func (m *Manager) Close() error {
+	m.closeOnce.Do(func() { m.closeErr = m.shutdown(true) })
+	return m.closeErr
+}
+
+// shutdown stops the manager; flush=false models a crash (tests only).
+func (m *Manager) shutdown(flush bool) error {
+	m.closed.Store(true)
+	close(m.stop)
+	<-m.done
+	if !flush {
+		return nil
+	}
+	m.persistMu.Lock()
+	defer m.persistMu.Unlock()
+	return m.persist(nil)
+}
+
+// Stats returns a snapshot of the counters.
+func (m *Manager) Stats() Stats {
+	s := Stats{
+		Keys:               m.entries.Size(),
+		Commits:            uint64(m.st.commits.Value()),
+		FencedCommits:      uint64(m.st.fenced.Value()),
+		StaleEpochRejected: uint64(m.st.stale.Value()),
+		InvalidRejected:    uint64(m.st.invalid.Value()),
+		BackwardCommits:    uint64(m.st.backwards.Value()),
+		Resets:             m.st.resets.Load(),
+		Removes:            m.st.removes.Load(),
+		Flushes:            m.st.flushes.Load(),
+		FlushErrors:        m.st.flushErrors.Load(),
+		LastFlushDuration:  time.Duration(m.st.lastFlushDur.Load()),
+		LastFlushBytes:     m.st.lastFlushBytes.Load(),
+	}
+	if ns := m.st.lastFlush.Load(); ns != 0 {
+		s.LastFlush = time.Unix(0, ns)
+	}
+	return s
+}
