@@ -124,7 +124,7 @@ type replay struct {
 	groups map[string]map[string]string // group -> channel -> client id
 }
 
-func (p *replay) apply(t *rapid.T, e Event) {
+func (p *replay) apply(t interface{ Fatalf(string, ...any) }, e Event) {
 	cs := p.groups[e.Group]
 	switch e.Kind {
 	case EventRegister:
