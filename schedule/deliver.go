@@ -10,12 +10,12 @@ import (
 // the time as a value; loop is the thin driver (one goroutine per level and
 // generation, a ticker, the stop channel).
 
-// cursor is a loop's own position. It is taken over from the level's shared
-// progress under the level's mu on the loop's first step, and from then on
-// only the loop moves it.
+// cursor is a loop's own position, like the offset a RocketMQ delivery task
+// carries. Start takes it from the level's progress after the previous
+// generation has fully ended, and only the loop moves it; the generation
+// guard is what keeps a second cursor for the same level from acting.
 type cursor struct {
-	next  int64
-	owned bool
+	next int64
 }
 
 type stepResult struct {
@@ -31,9 +31,6 @@ func (s *Scheduler) step(e *epoch, lv *level, c *cursor) stepResult {
 	defer lv.mu.Unlock()
 	if !s.isCurrent(e) {
 		return stepResult{stale: true}
-	}
-	if !c.owned {
-		c.next, c.owned = lv.next.Load(), true
 	}
 	return s.deliverDue(e, lv, c, s.now())
 }
@@ -107,13 +104,12 @@ func (s *Scheduler) persistFrom(lv *level) {
 }
 
 // loop drives one level for generation e until e ends.
-func (s *Scheduler) loop(e *epoch, lv *level) {
+func (s *Scheduler) loop(e *epoch, lv *level, c cursor) {
 	home := e
 	defer s.all.Done()
 	defer home.wg.Done()
 	t := time.NewTicker(s.tick)
 	defer t.Stop()
-	var c cursor
 	var backoff time.Duration
 	wait := 0 // ticks left before the next attempt
 	for {
