@@ -1,0 +1,93 @@
+// Package pop implements pop consumption over a message log: Pop hands out
+// messages that stay invisible until acked or until their invisible time
+// ends, Ack settles them through a receipt handle, ChangeInvisible extends
+// (or shortens) a delivery, and FIFO pops with an attempt id give strictly
+// ordered, reentrant batches. Long polling, dead letters and epoch-fenced
+// offset commits are built in.
+//
+// # Model
+//
+// A Service reads a Source (*store.Store satisfies it) and commits through
+// Offsets (*offset.Manager satisfies it; nil = an in-memory MemoryOffsets).
+// For every (group, topic, queue) it keeps, in memory, the next offset to
+// pop and every popped message not yet behind the committed offset, with
+// its visible-at time, attempt count and delivery generation. Those
+// decisions are plain methods taking `now` (queue.go, fifo.go); the driver
+// (pop.go, longpoll.go) adds the group@topic lock, the waits and a
+// background loop that only wakes waiters.
+//
+//   - A group with no committed offset starts at the queue's MinOffset
+//     (Options.InitialOffset = Latest: at its MaxOffset). A topic or queue
+//     with nothing in it yet is not an error: the pop long-polls.
+//   - Non-FIFO: a popped message is invisible for Request.Invisible; if not
+//     acked by then it is delivered again with Attempts+1. After
+//     Options.MaxAttempts deliveries, when the last invisible time ends, it
+//     goes to Options.DeadLetter (a nil DeadLetter: it keeps being
+//     redelivered); until DeadLetter returns nil the message is kept and
+//     the call retried every Options.DeadLetterRetry.
+//   - FIFO: each queue has at most one in-flight batch, always its lowest
+//     unacked messages. While any member is invisible, pops with another
+//     attempt id get nothing from the queue; a pop with the batch's attempt
+//     id gets the same members again with fresh handles and no attempt
+//     counted (older handles go stale). When the batch's invisible time
+//     ends it is delivered again with Attempts+1 to the next FIFO pop.
+//   - Every visibility decision reads Options.Now at the call, so a test
+//     that moves an injected clock and pops again sees the effect at once.
+//   - The ack that advances the lowest unacked offset commits it, fenced
+//     with the epoch the queue's state was built under, before Ack returns.
+//     Each pop compares the Offsets epoch: after a reset the queue's state
+//     is dropped and popping restarts at the committed offset; handles from
+//     before it are stale and cannot commit over the reset.
+//   - Nothing popped and unacked is lost: the committed offset never passes
+//     an unacked message, so after a restart a new Service over the same
+//     Source and Offsets delivers every such message again (at-least-once;
+//     messages acked above the committed offset are delivered again too,
+//     and attempt counts restart at 1).
+//
+// # The group@topic lock
+//
+// Pops of one group@topic are serialized by a lock held across the Source
+// read. A contended non-FIFO pop never waits on it: with Poll > 0 it
+// long-polls (woken when the lock is released), otherwise it returns empty.
+// A FIFO pop with an attempt id queues for the lock and sleeps until the
+// holder hands it over — no spin — bounded by its ctx and Poll, or
+// Options.LockWait when Poll is 0; then it re-checks the in-flight state.
+// If the wait runs out it returns ErrLockTimeout, never an empty success,
+// so the client keeps its attempt id (apache/rocketmq#10827). Holds carry
+// tokens, so an unlock never releases another holder's lock, and the
+// expiry backstop (Options.LockExpiry) only frees a hold whose request is
+// over (apache/rocketmq#10750).
+//
+// # Receipt handles
+//
+// Handles are HMAC-SHA256-signed (Options.HandleKey) strings carrying
+// group, topic, queue, offset and delivery generation. A malformed or
+// forged handle gives ErrBadHandle; a genuine one whose delivery was
+// superseded (acked, re-popped, redelivered, changed, reset, or issued
+// before a restart) gives ErrStaleHandle. Nothing changes on either.
+//
+// # Long polling
+//
+// Waiters wake on arrival (Arrived; wire store.Options.OnAppend to it), on
+// an ack that unblocks a FIFO queue, on the group@topic lock being
+// released, and when an invisible time or FIFO block ends (checked every
+// Options.Tick). Options.MaxWaitersPerKey and Options.MaxWaiters cap them
+// (ErrTooManyWaiters). Close wakes every waiter.
+//
+// # Defaults
+//
+// DefaultMaxAttempts (16), DefaultMinInvisible (1 s) and
+// DefaultMaxInvisible (12 h) — Request.Invisible is clamped into them and
+// Result.Invisible/Result.Clamped show it — DefaultLockWait (3 s),
+// DefaultLockExpiry (2 min), DefaultMaxWaitersPerKey (1024),
+// DefaultMaxWaiters (65536), DefaultTick (100 ms), DefaultDeadLetterRetry
+// (1 s). Request.Max is 1..MaxBatch (32).
+//
+// # Ownership and caveats
+//
+// Messages returned by Pop are shared with the Service's in-flight table
+// and with later deliveries of the same message: treat them as read-only.
+// In-flight state lives in memory, one entry per popped offset not yet
+// behind the committed offset; a host must bound it by its consumers'
+// Max and invisible times. All methods are safe for concurrent use.
+package pop

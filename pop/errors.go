@@ -1,0 +1,29 @@
+package pop
+
+import "errors"
+
+// Sentinel errors. Every error the package returns wraps one of these (or an
+// error of the Source or Offsets) with %w, so errors.Is works.
+var (
+	// ErrClosed is returned by every call after Close.
+	ErrClosed = errors.New("pop: service closed")
+	// ErrInvalid reports a bad request or argument; nothing was changed.
+	ErrInvalid = errors.New("pop: invalid request")
+	// ErrBadHandle reports a receipt handle that is malformed or was not
+	// issued by this service (its signature does not verify); nothing was
+	// changed.
+	ErrBadHandle = errors.New("pop: bad receipt handle")
+	// ErrStaleHandle reports a genuine handle whose delivery was superseded:
+	// the message was acked, re-popped, redelivered, its invisible time was
+	// changed through another handle, or the queue was reset (or the service
+	// restarted) since. Nothing was changed.
+	ErrStaleHandle = errors.New("pop: stale receipt handle")
+	// ErrLockTimeout is returned by a FIFO pop with an attempt id whose wait
+	// for the group@topic lock ran out (ctx, Request.Poll, or
+	// Options.LockWait). It is an error and never an empty success, so the
+	// client keeps its attempt id and retries.
+	ErrLockTimeout = errors.New("pop: timed out waiting for the group@topic lock")
+	// ErrTooManyWaiters is returned by a long-polling pop that would exceed
+	// Options.MaxWaitersPerKey or Options.MaxWaiters.
+	ErrTooManyWaiters = errors.New("pop: too many long-polling waiters")
+)

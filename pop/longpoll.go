@@ -1,0 +1,137 @@
+package pop
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// longpoll.go is the thin driver around the core: waiters, wake-ups and the
+// background loop. Wake-up sources, all of which broadcast to the
+// group@topic's waiters:
+//   - arrival: Arrived (wire store.Options.OnAppend to it);
+//   - an ack that unblocks a FIFO queue;
+//   - the group@topic lock becoming free;
+//   - an invisible time (or FIFO block) ending: the loop checks every
+//     Options.Tick with Options.Now;
+//   - Close (waiters select on the service's done channel).
+// A waiter only wakes up and pops again; every decision is the core's.
+
+// broadcastLocked wakes every waiter of gt. Called with gt.mu held.
+func broadcastLocked(gt *groupTopic) {
+	if gt.notify != nil {
+		close(gt.notify)
+		gt.notify = nil
+	}
+}
+
+func (s *Service) countWaiterLocked(gt *groupTopic, req Request) error {
+	if gt.waiters.Load() >= int64(s.opts.MaxWaitersPerKey) {
+		s.st.tooManyWaiters.Add(1)
+		s.log.Warn("pop: rejected, too many waiters for the group@topic", "group", req.Group, "topic", req.Topic,
+			"client", req.ClientID, "limit", s.opts.MaxWaitersPerKey)
+		return fmt.Errorf("pop %s@%s: %d waiters (limit per group@topic): %w", req.Group, req.Topic, s.opts.MaxWaitersPerKey, ErrTooManyWaiters)
+	}
+	if s.waiters.Add(1) > int64(s.opts.MaxWaiters) {
+		s.waiters.Add(-1)
+		s.st.tooManyWaiters.Add(1)
+		s.log.Warn("pop: rejected, too many waiters in total", "group", req.Group, "topic", req.Topic,
+			"client", req.ClientID, "limit", s.opts.MaxWaiters)
+		return fmt.Errorf("pop %s@%s: %d waiters (total limit): %w", req.Group, req.Topic, s.opts.MaxWaiters, ErrTooManyWaiters)
+	}
+	gt.waiters.Add(1)
+	return nil
+}
+
+func (s *Service) uncountWaiter(gt *groupTopic) {
+	gt.waiters.Add(-1)
+	s.waiters.Add(-1)
+}
+
+// addWaiterLocked registers a long-polling waiter and returns the channel
+// that the next broadcast closes.
+func (s *Service) addWaiterLocked(gt *groupTopic, req Request) (chan struct{}, error) {
+	if err := s.countWaiterLocked(gt, req); err != nil {
+		return nil, err
+	}
+	if gt.notify == nil {
+		gt.notify = make(chan struct{})
+	}
+	return gt.notify, nil
+}
+
+func (s *Service) removeWaiter(gt *groupTopic) { s.uncountWaiter(gt) }
+
+// wait sleeps until a broadcast, the poll deadline, ctx or Close.
+func (s *Service) wait(ctx context.Context, gt *groupTopic, ch chan struct{}, until time.Time) {
+	defer s.removeWaiter(gt)
+	d := time.Until(until)
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.done:
+	}
+}
+
+// Arrived tells the service that (topic, queueID) has new messages; it
+// wakes the long-polling pops of every group of the topic. Wire
+// store.Options.OnAppend to it. It never blocks on a pop in progress for
+// longer than a short in-memory step.
+func (s *Service) Arrived(topic string, queueID int) {
+	s.topicsMu.RLock()
+	gts := s.topics[topic]
+	s.topicsMu.RUnlock()
+	for _, gt := range gts {
+		gt.events.Add(1) // before reading waiters: see Pop's re-check
+		if gt.waiters.Load() > 0 {
+			gt.mu.Lock()
+			broadcastLocked(gt)
+			gt.mu.Unlock()
+		}
+	}
+}
+
+func (s *Service) loop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			s.tick()
+		}
+	}
+}
+
+// tick wakes the waiters of every group@topic where an invisible time or a
+// FIFO block ended by Options.Now, and applies the lock expiry backstop.
+func (s *Service) tick() {
+	now := s.nowNanos()
+	s.gts.Range(func(_ gtKey, gt *groupTopic) bool {
+		gt.mu.Lock()
+		s.sweepLocked(gt, now)
+		if gt.waiters.Load() > 0 {
+			due := false
+			for _, qs := range gt.queues {
+				if qs.earliest <= now {
+					qs.refreshEarliest()
+					due = due || qs.earliest <= now
+				}
+			}
+			if due {
+				gt.events.Add(1)
+				broadcastLocked(gt)
+			}
+		}
+		gt.mu.Unlock()
+		return true
+	})
+}

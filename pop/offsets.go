@@ -1,0 +1,92 @@
+package pop
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Offsets stores each group's committed offset per queue, fenced by an
+// epoch that changes on every reset. *offset.Manager satisfies it; a nil
+// Options.Offsets uses a MemoryOffsets.
+type Offsets interface {
+	// Committed returns the next offset to consume and whether one was
+	// ever committed.
+	Committed(group, topic string, queueID int) (int64, bool)
+	// Epoch returns the queue's current reset epoch.
+	Epoch(group, topic string, queueID int) uint64
+	// CommitFenced stores offset unless epoch is no longer current, in
+	// which case it must refuse with an error and store nothing.
+	CommitFenced(group, topic string, queueID int, offset int64, epoch uint64) error
+}
+
+// ErrStaleEpoch is returned by MemoryOffsets.CommitFenced for a commit made
+// under an epoch that a Reset has since replaced.
+var ErrStaleEpoch = fmt.Errorf("pop: stale offset epoch")
+
+type offsetKey struct {
+	group, topic string
+	queue        int
+}
+
+type offsetRecord struct {
+	offset    int64
+	committed bool
+	epoch     uint64
+}
+
+// MemoryOffsets is an in-memory Offsets, the default of a Service. It is
+// safe for concurrent use and survives a Service restart if the host keeps
+// it, which makes it handy in tests.
+type MemoryOffsets struct {
+	mu sync.Mutex
+	m  map[offsetKey]offsetRecord
+}
+
+// NewMemoryOffsets returns an empty MemoryOffsets.
+func NewMemoryOffsets() *MemoryOffsets {
+	return &MemoryOffsets{m: make(map[offsetKey]offsetRecord)}
+}
+
+// Committed implements Offsets.
+func (o *MemoryOffsets) Committed(group, topic string, queueID int) (int64, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.m[offsetKey{group, topic, queueID}]
+	return r.offset, r.committed
+}
+
+// Epoch implements Offsets.
+func (o *MemoryOffsets) Epoch(group, topic string, queueID int) uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.m[offsetKey{group, topic, queueID}].epoch
+}
+
+// CommitFenced implements Offsets: it refuses (ErrStaleEpoch) a commit
+// whose epoch is not the current one.
+func (o *MemoryOffsets) CommitFenced(group, topic string, queueID int, offset int64, epoch uint64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := offsetKey{group, topic, queueID}
+	r := o.m[k]
+	if r.epoch != epoch {
+		return fmt.Errorf("commit %s@%s/%d offset %d epoch %d (current %d): %w",
+			group, topic, queueID, offset, epoch, r.epoch, ErrStaleEpoch)
+	}
+	r.offset, r.committed = offset, true
+	o.m[k] = r
+	return nil
+}
+
+// Reset moves the committed offset and bumps the epoch; it returns the new
+// epoch. A pop Service sees it on its next pop of the queue.
+func (o *MemoryOffsets) Reset(group, topic string, queueID int, offset int64) uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := offsetKey{group, topic, queueID}
+	r := o.m[k]
+	r.offset, r.committed = offset, true
+	r.epoch++
+	o.m[k] = r
+	return r.epoch
+}

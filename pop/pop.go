@@ -1,0 +1,324 @@
+package pop
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/brokercore/brokercore/store"
+)
+
+// Pop delivers up to req.Max messages. See the package doc for the
+// semantics; errors wrap ErrInvalid, ErrClosed, ErrLockTimeout,
+// ErrTooManyWaiters, a ctx error or a Source error.
+func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
+	if s.closed.Load() {
+		return Result{}, fmt.Errorf("pop %s@%s: %w", req.Group, req.Topic, ErrClosed)
+	}
+	if err := s.validate(req); err != nil {
+		s.st.invalid.Add(1)
+		s.log.Warn("pop: rejected request", "group", req.Group, "topic", req.Topic, "client", req.ClientID, "queue", req.QueueID, "err", err)
+		return Result{}, err
+	}
+	s.st.pops.Add(1)
+	inv, clamped := s.clamp(req.Invisible)
+	res := Result{Invisible: inv, Clamped: clamped}
+	if clamped {
+		s.st.clamped.Add(1)
+	}
+	gt := s.groupTopic(req.Group, req.Topic)
+	start := time.Now() // waits are real time; visibility uses Options.Now
+	pollEnd := start.Add(req.Poll)
+	lockEnd := pollEnd
+	if req.Poll <= 0 {
+		lockEnd = start.Add(s.opts.LockWait)
+	}
+	fifoRetry := req.FIFO && req.AttemptID != ""
+	for {
+		if s.closed.Load() {
+			return Result{}, fmt.Errorf("pop %s@%s: %w", req.Group, req.Topic, ErrClosed)
+		}
+		if err := ctx.Err(); err != nil {
+			if fifoRetry {
+				return Result{}, fmt.Errorf("pop %s@%s attempt %q: %w: %w", req.Group, req.Topic, req.AttemptID, ErrLockTimeout, err)
+			}
+			return Result{}, fmt.Errorf("pop %s@%s: %w", req.Group, req.Topic, err)
+		}
+		queues := []int{req.QueueID}
+		if req.QueueID == AllQueues {
+			queues = s.src.Queues(req.Topic)
+		}
+		gt.mu.Lock()
+		now := s.nowNanos()
+		s.sweepLocked(gt, now)
+		tok, ok := gt.lock.tryAcquire(now, ctx.Done())
+		if !ok {
+			s.st.lockContended.Add(1)
+			if fifoRetry {
+				var err error
+				if tok, err = s.waitLock(ctx, gt, req, lockEnd); err != nil {
+					return Result{}, err
+				}
+			} else {
+				s.log.Debug("pop: group@topic lock busy, not waiting", "group", req.Group, "topic", req.Topic, "client", req.ClientID)
+				if req.Poll <= 0 || !time.Now().Before(pollEnd) {
+					gt.mu.Unlock()
+					s.st.empty.Add(1)
+					return res, nil
+				}
+				ch, err := s.addWaiterLocked(gt, req)
+				gt.mu.Unlock()
+				if err != nil {
+					return Result{}, err
+				}
+				s.wait(ctx, gt, ch, pollEnd)
+				continue
+			}
+		}
+		picks, seq, err := s.popLocked(ctx, gt, tok, req, inv, queues)
+		if _, free := gt.lock.release(tok, s.nowNanos()); free {
+			broadcastLocked(gt)
+		}
+		if err != nil {
+			gt.mu.Unlock()
+			return Result{}, err
+		}
+		if len(picks) > 0 {
+			gt.mu.Unlock()
+			res.Messages = s.deliveries(gt, picks)
+			s.countDelivered(picks)
+			return res, nil
+		}
+		if req.Poll <= 0 || !time.Now().Before(pollEnd) {
+			gt.mu.Unlock()
+			s.st.empty.Add(1)
+			return res, nil
+		}
+		ch, err := s.addWaiterLocked(gt, req)
+		if err != nil {
+			gt.mu.Unlock()
+			return Result{}, err
+		}
+		if gt.events.Load() != seq { // something arrived while we read: look again
+			s.removeWaiter(gt)
+			gt.mu.Unlock()
+			continue
+		}
+		gt.mu.Unlock()
+		s.wait(ctx, gt, ch, pollEnd)
+	}
+}
+
+// waitLock queues a FIFO retry for the group@topic lock and sleeps until
+// the holder hands it over, the wait runs out, or the service closes. It is
+// called with gt.mu held and returns with it held on success, released on
+// error.
+func (s *Service) waitLock(ctx context.Context, gt *groupTopic, req Request, until time.Time) (uint64, error) {
+	if err := s.countWaiterLocked(gt, req); err != nil {
+		gt.mu.Unlock()
+		return 0, err
+	}
+	defer s.uncountWaiter(gt)
+	w := gt.lock.enqueue(ctx.Done())
+	s.st.lockWaits.Add(1)
+	s.log.Info("pop: FIFO retry waits for the group@topic lock", "group", req.Group, "topic", req.Topic,
+		"client", req.ClientID, "attempt", req.AttemptID, "holder_token", gt.lock.token)
+	gt.mu.Unlock()
+	t := time.NewTimer(time.Until(until))
+	select {
+	case <-w.ch:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.done:
+	}
+	t.Stop()
+	gt.mu.Lock()
+	if w.granted && ctx.Err() == nil && !s.closed.Load() {
+		return w.token, nil
+	}
+	if gt.lock.cancel(w, s.nowNanos()) {
+		broadcastLocked(gt)
+	}
+	gt.mu.Unlock()
+	if s.closed.Load() {
+		return 0, fmt.Errorf("pop %s@%s: %w", req.Group, req.Topic, ErrClosed)
+	}
+	s.st.lockTimeouts.Add(1)
+	s.log.Warn("pop: FIFO retry gave up waiting for the group@topic lock", "group", req.Group, "topic", req.Topic,
+		"client", req.ClientID, "attempt", req.AttemptID)
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("pop %s@%s attempt %q: %w: %w", req.Group, req.Topic, req.AttemptID, ErrLockTimeout, err)
+	}
+	return 0, fmt.Errorf("pop %s@%s attempt %q: %w", req.Group, req.Topic, req.AttemptID, ErrLockTimeout)
+}
+
+// sweepLocked applies the lock's expiry backstop.
+func (s *Service) sweepLocked(gt *groupTopic, now int64) {
+	if tok, ok := gt.lock.evictAbandoned(now, int64(s.opts.LockExpiry)); ok {
+		s.st.lockEvictions.Add(1)
+		s.log.Warn("pop: evicted an abandoned group@topic lock hold", "group", gt.key.group, "topic", gt.key.topic, "token", tok)
+		if gt.lock.handOff(now) {
+			broadcastLocked(gt)
+		}
+	}
+}
+
+type readPlan struct {
+	qs    *queueState
+	from  int64
+	n     int
+	msgs  []*store.Message
+	err   error
+	dlOK  []bool
+	queue int
+}
+
+// popLocked runs one pop while holding the group@topic lock tok. It is
+// called and returns with gt.mu held, but releases it around the Source
+// reads and DeadLetter calls. It decides everything with Options.Now read
+// after the reads, and changes nothing if the lock was lost or ctx ended.
+func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req Request, inv time.Duration, queues []int) ([]pick, uint64, error) {
+	seq := gt.events.Load()
+	now := s.nowNanos()
+	g, t := gt.key.group, gt.key.topic
+	if len(queues) > 1 {
+		r := gt.rr % len(queues)
+		gt.rr++
+		rot := make([]int, 0, len(queues))
+		queues = append(append(rot, queues[r:]...), queues[:r]...)
+	}
+	plans := make([]readPlan, 0, len(queues))
+	var dls []pick
+	owned := false
+	for _, q := range queues {
+		if q < 0 {
+			continue
+		}
+		qs := s.stateLocked(gt, q)
+		if s.opts.DeadLetter != nil {
+			dls = qs.deadLetterDue(now, s.opts.MaxAttempts, s.opts.DeadLetterRetry, dls)
+		}
+		if req.FIFO && qs.fifoOwns(req.AttemptID) {
+			owned = true
+		}
+		plans = append(plans, readPlan{qs: qs, queue: q, from: qs.next()})
+	}
+	if !owned {
+		remaining := req.Max
+		for i := range plans {
+			if remaining <= 0 {
+				break
+			}
+			p := &plans[i]
+			if req.FIFO {
+				p.n = p.qs.fifoFreshWanted(now, req.AttemptID, remaining)
+			} else {
+				rev := p.qs.revivable(now, remaining)
+				remaining -= rev
+				p.n = remaining
+			}
+			if p.n > 0 {
+				if avail := s.src.MaxOffset(t, p.queue) - p.from; avail < int64(p.n) {
+					p.n = int(max(avail, 0))
+				}
+			}
+			remaining -= p.n
+		}
+	}
+	gt.mu.Unlock()
+
+	dlOK := make([]bool, len(dls))
+	for i, d := range dls {
+		if err := s.opts.DeadLetter(g, d.msg); err != nil {
+			s.st.deadLetterFailures.Add(1)
+			s.log.Warn("pop: dead letter failed, will retry", "group", g, "topic", t, "queue", d.qs.queue, "offset", d.off, "attempts", d.att, "err", err)
+			continue
+		}
+		dlOK[i] = true
+	}
+	for i := range plans {
+		p := &plans[i]
+		if p.n > 0 {
+			p.msgs, p.err = s.src.Read(t, p.queue, p.from, p.n)
+		}
+	}
+
+	gt.mu.Lock()
+	for i, d := range dls {
+		if !dlOK[i] || gt.queues[d.qs.queue] != d.qs {
+			continue
+		}
+		if e := d.qs.entry(d.off); e != nil && !e.done && e.gen == d.gen {
+			s.st.deadLettered.Add(1)
+			s.log.Info("pop: message dead-lettered", "group", g, "topic", t, "queue", d.qs.queue, "offset", d.off, "attempts", d.att)
+			d.qs.markDone(e)
+			d.qs.trim()
+			s.commitLocked(gt, d.qs)
+		}
+	}
+	if !gt.lock.owns(tok) {
+		return nil, seq, fmt.Errorf("pop %s@%s: group@topic lock was taken away during the read: %w", g, t, ErrLockTimeout)
+	}
+	if err := ctx.Err(); err != nil {
+		if req.FIFO && req.AttemptID != "" {
+			return nil, seq, fmt.Errorf("pop %s@%s attempt %q: %w: %w", g, t, req.AttemptID, ErrLockTimeout, err)
+		}
+		return nil, seq, fmt.Errorf("pop %s@%s: %w", g, t, err)
+	}
+	now = s.nowNanos()
+	out := make([]pick, 0, req.Max)
+	var firstErr error
+	for i := range plans {
+		p := &plans[i]
+		if len(out) >= req.Max {
+			break
+		}
+		if gt.queues[p.queue] != p.qs || p.qs.next() != p.from {
+			continue
+		}
+		if p.err != nil {
+			if min := s.src.MinOffset(t, p.queue); min > p.from {
+				s.log.Warn("pop: log no longer holds the next offset, skipping ahead", "group", g, "topic", t, "queue", p.queue, "from", p.from, "min", min, "err", p.err)
+				p.qs.skipTo(min)
+				gt.events.Add(1) // look again at once
+			} else if firstErr == nil {
+				firstErr = fmt.Errorf("pop %s@%s queue %d read at %d: %w", g, t, p.queue, p.from, p.err)
+				s.log.Warn("pop: read failed", "group", g, "topic", t, "queue", p.queue, "offset", p.from, "err", p.err)
+			}
+			p.msgs = nil
+		}
+		if req.FIFO {
+			if owned && !p.qs.fifoOwns(req.AttemptID) {
+				continue
+			}
+			var blocked bool
+			out, blocked = p.qs.popFIFO(now, req.AttemptID, inv, req.Max-len(out), p.msgs, s.newBatchID, out)
+			if blocked {
+				s.log.Debug("pop: FIFO queue blocked by another attempt's batch", "group", g, "topic", t, "queue", p.queue,
+					"attempt", req.AttemptID, "batch_attempt", p.qs.batch.attempt)
+			}
+			continue
+		}
+		out = p.qs.popRevived(now, inv, req.Max-len(out), out)
+		out = p.qs.popFresh(p.msgs, now, inv, req.Max-len(out), 0, out)
+	}
+	if len(out) == 0 && firstErr != nil {
+		return nil, seq, firstErr
+	}
+	return out, seq, nil
+}
+
+func (s *Service) newBatchID() uint64 { return s.batchSeq.Add(1) }
+
+func (s *Service) countDelivered(picks []pick) {
+	s.st.delivered.Add(int64(len(picks)))
+	var re int64
+	for _, p := range picks {
+		if p.att > 1 {
+			re++
+		}
+	}
+	if re > 0 {
+		s.st.redelivered.Add(re)
+	}
+}
