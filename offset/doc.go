@@ -32,9 +32,9 @@
 // Path.bak, rename Path.tmp over Path, fsync the directory. Open fails with
 // ErrCorrupt for a torn, truncated, extended or corrupt file, and never
 // silently starts from zero; Options.FallbackToBackup lets it load the
-// backup instead (logged; commits made after the backup are lost, resets
-// are not lost because each reset leaves the previous file as backup only
-// after the new one is complete). A crash loses at most the commits since
+// backup instead (logged; what the last write added is lost, and every epoch
+// is moved above any epoch that can have been handed out, so even a reset
+// lost with the corrupt file cannot be overwritten by a fenced commit). A crash loses at most the commits since
 // the last write: a consumer then re-consumes them (at-least-once).
 // One Manager per file: two processes sharing a Path are not supported.
 //

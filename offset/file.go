@@ -169,7 +169,7 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	if n <= 0 || (n > 1 && d.b[n-1] == 0) { // overflow, short, or not minimal
 		d.err = errors.New("bad varint")
 		return 0
 	}

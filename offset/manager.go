@@ -152,7 +152,7 @@ func (m *Manager) load(fallback bool) error {
 			return fmt.Errorf("offset: %s is missing and the backup is unusable: %w", m.path, berr)
 		}
 		m.log.Warn("offset: file missing, recovered from backup", "file", m.path, "keys", len(bs.records))
-		s = bs
+		s = fenceBackup(bs)
 	case !fallback:
 		return fmt.Errorf("offset: open: %w", err)
 	default:
@@ -162,7 +162,7 @@ func (m *Manager) load(fallback bool) error {
 		}
 		m.log.Warn("offset: file corrupt, recovered from backup; commits after the backup are lost",
 			"file", m.path, "error", err, "keys", len(bs.records))
-		s = bs
+		s = fenceBackup(bs)
 	}
 	m.floor.Store(s.floor)
 	for _, r := range s.records {
@@ -171,6 +171,25 @@ func (m *Manager) load(fallback bool) error {
 	m.log.Info("offset: loaded", "file", m.path, "keys", len(s.records), "floor", s.floor,
 		"written_at", time.Unix(0, s.writtenAt))
 	return nil
+}
+
+// fenceBackup moves every epoch of a snapshot loaded from the backup above
+// any epoch that can have existed. The backup is one write behind the lost
+// file, and one write raises an epoch by at most one above the highest epoch
+// (or floor) before it, so G = max+1 bounds everything ever handed out;
+// every key gets G+1 and fresh keys start above it. A consumer holding an
+// epoch from before the fallback is fenced and must re-read its position.
+func fenceBackup(s snapshot) snapshot {
+	g := s.floor
+	for _, r := range s.records {
+		g = max(g, r.epoch)
+	}
+	g += 2
+	s.floor = g
+	for i := range s.records {
+		s.records[i].epoch = g
+	}
+	return s
 }
 
 func (m *Manager) flushLoop(every time.Duration) {
