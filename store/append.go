@@ -1,0 +1,198 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// validate checks one message of a batch; it changes nothing.
+func (s *Store) validate(i int, m *Message) error {
+	switch {
+	case m == nil:
+		return fmt.Errorf("%w: message %d is nil", ErrInvalid, i)
+	case m.Topic == "":
+		return fmt.Errorf("%w: message %d has an empty topic", ErrInvalid, i)
+	case len(m.Topic) > maxTopicLength:
+		return fmt.Errorf("%w: message %d topic is %d bytes, limit %d", ErrInvalid, i, len(m.Topic), maxTopicLength)
+	case m.QueueID < 0 || m.QueueID > maxQueueID:
+		return fmt.Errorf("%w: message %d has queue %d", ErrInvalid, i, m.QueueID)
+	case len(m.Body) > s.opts.MaxMessageSize:
+		return fmt.Errorf("%w: message %d body is %d bytes, limit %d", ErrInvalid, i, len(m.Body), s.opts.MaxMessageSize)
+	case metaSize(m) > MaxMetadataSize:
+		return fmt.Errorf("%w: message %d metadata is %d bytes, limit %d", ErrInvalid, i, metaSize(m), MaxMetadataSize)
+	}
+	return nil
+}
+
+// placed is where one record of a batch lands.
+type placed struct {
+	q     *queue
+	qoff  int64
+	pos   int64
+	size  int
+	entry entry
+}
+
+// Append writes msgs as one atomic batch and fills in their QueueOffset,
+// LogOffset and StoredAt. Under SyncGroup it returns once the batch is
+// fsynced (sharing the fsync with concurrent appends). A batch with any bad
+// message is refused whole with ErrInvalid and nothing is written.
+func (s *Store) Append(msgs ...*Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	for i, m := range msgs {
+		if err := s.validate(i, m); err != nil {
+			s.stats.rejected.Add(1)
+			s.log.Warn("store: append rejected", "err", err)
+			return err
+		}
+	}
+	s.mu.Lock()
+	if err := s.usable(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	end, notes, err := s.write(msgs)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if s.opts.Sync != SyncGroup {
+		s.mu.Unlock()
+		s.notify(notes)
+		return nil
+	}
+	s.kickCommitter()
+	for s.durable < end && s.failErr == nil {
+		s.cond.Wait()
+	}
+	err = s.failErr
+	s.mu.Unlock()
+	return err
+}
+
+// write appends the batch to the wal and the index. Callers hold mu
+// exclusively. It returns the log offset just past the batch and, unless the
+// policy is SyncGroup (then the committer publishes), the OnAppend notices.
+func (s *Store) write(msgs []*Message) (int64, []notice, error) {
+	now := s.opts.Now()
+	stored := now
+	if stored.Before(s.lastStored) {
+		stored = s.lastStored // StoredAt never decreases along the log
+	}
+	// Assign offsets and placement without touching any shared state, so a
+	// refusal or an error below leaves everything as it was.
+	pl := make([]placed, len(msgs))
+	nextOf := map[*queue]int64{}
+	size := s.tailSize
+	type roll struct {
+		start    uint64
+		prevSize int64
+	}
+	var rolls []roll
+	segSize := int64(s.opts.SegmentSize)
+	if size > segSize { // wal starts a new segment before the batch
+		rolls = append(rolls, roll{uint64(s.written) + 1, size})
+		size = 0
+	}
+	s.batch.Clear()
+	buf := s.encBuf[:0]
+	for i, m := range msgs {
+		q, err := s.queue(m.Topic, m.QueueID, true)
+		if err != nil {
+			return 0, nil, fmt.Errorf("store: open index of %s/%d: %w", m.Topic, m.QueueID, err)
+		}
+		qoff, ok := nextOf[q]
+		if !ok {
+			qoff = q.next
+		}
+		nextOf[q] = qoff + 1
+		loff := s.written + int64(i)
+		c := *m
+		c.QueueOffset, c.LogOffset, c.StoredAt = qoff, loff, stored
+		at := len(buf)
+		buf = appendRecord(buf, &c, i == len(msgs)-1)
+		n := len(buf) - at
+		if n > s.opts.MaxMessageSize+MaxMetadataSize+256 {
+			return 0, nil, fmt.Errorf("%w: message %d encodes to %d bytes", ErrInvalid, i, n)
+		}
+		hdr := int64(uvarintLen(uint64(n)))
+		pl[i] = placed{q: q, qoff: qoff, pos: size + hdr, size: n,
+			entry: entry{logOffset: loff, storedAt: stored.UnixNano(), pos: size + hdr, size: uint32(n)}}
+		size += hdr + int64(n)
+		if size >= segSize { // wal closes the segment after this entry
+			rolls = append(rolls, roll{uint64(loff) + 2, size})
+			size = 0
+		}
+	}
+	s.encBuf = buf
+	at := 0
+	for i := range pl {
+		s.batch.Write(uint64(s.written)+uint64(i)+1, buf[at:at+pl[i].size])
+		at += pl[i].size
+	}
+	if err := s.wal.WriteBatch(&s.batch); err != nil {
+		return 0, nil, s.fail(fmt.Errorf("wal write: %w", err))
+	}
+	// The records are in the wal; from here on, memory follows.
+	for _, r := range rolls {
+		if err := s.addSegment(r.start, r.prevSize); err != nil {
+			return 0, nil, s.fail(err)
+		}
+	}
+	s.tailSize = size
+	for i, m := range msgs {
+		p := pl[i]
+		if err := s.lidx.add(p.entry.logOffset, p.entry); err != nil {
+			return 0, nil, s.fail(err)
+		}
+		if err := p.q.idx.add(p.qoff, p.entry); err != nil {
+			return 0, nil, s.fail(err)
+		}
+		p.q.next = p.qoff + 1
+		m.QueueOffset, m.LogOffset, m.StoredAt = p.qoff, p.entry.logOffset, stored
+	}
+	s.written += int64(len(msgs))
+	s.lastStored = stored
+	s.stats.appends.Add(1)
+	s.stats.messages.Add(uint64(len(msgs)))
+	s.stats.bytes.Add(uint64(len(buf)))
+	if len(buf) > 1<<20 {
+		s.encBuf = nil // do not pin a large batch's buffer
+	}
+	var notes []notice
+	for i := range msgs {
+		p := pl[i]
+		if p.q.next != p.qoff+1 {
+			continue // report each queue once, with its final next
+		}
+		if s.opts.Sync == SyncGroup {
+			s.pending = append(s.pending, pendingVis{q: p.q, next: p.q.next, end: s.written})
+		} else {
+			p.q.visible = p.q.next
+			notes = append(notes, notice{p.q.topic, p.q.id, p.q.next})
+		}
+	}
+	return s.written, notes, nil
+}
+
+// addSegment registers a segment wal just created. Callers hold mu.
+func (s *Store) addSegment(start uint64, prevSize int64) error {
+	s.segs[len(s.segs)-1].size = prevSize
+	sg := &segment{start: start, path: s.walDir + string(os.PathSeparator) + segmentName(start)}
+	f, err := os.Open(sg.path)
+	if err != nil {
+		return fmt.Errorf("open new segment: %w", err)
+	}
+	sg.f = f
+	s.segs = append(s.segs, sg)
+	s.tailSize = 0
+	s.dirDirty = true
+	s.ckptDue = true
+	return nil
+}
+
+// now is the store's clock.
+func (s *Store) now() time.Time { return s.opts.Now() }

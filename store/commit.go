@@ -1,0 +1,202 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// The committer goroutine owns every log fsync. Appenders write to the wal
+// (opened NoSync) under mu, kick the committer and wait on cond; the
+// committer takes everything written so far, fsyncs once outside mu, then
+// marks it durable, makes it visible and wakes all waiters: one fsync per
+// group, however many appenders are waiting.
+
+func (s *Store) kickCommitter() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) commitLoop() {
+	defer s.wg.Done()
+	var tick <-chan time.Time
+	if s.opts.Sync == SyncInterval {
+		t := time.NewTicker(s.opts.SyncEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		stopping := false
+		select {
+		case <-s.kick:
+		case <-tick:
+		case <-s.stop:
+			stopping = true
+		}
+		s.syncOnce()
+		s.mu.RLock()
+		due := s.ckptDue && s.failErr == nil
+		s.mu.RUnlock()
+		if due && !stopping {
+			if err := s.checkpoint(); err != nil {
+				s.log.Error("store: checkpoint failed", "dir", s.dir, "err", err)
+			}
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+// syncOnce fsyncs everything written so far, then publishes it.
+func (s *Store) syncOnce() error {
+	s.ioMu.Lock()
+	defer s.ioMu.Unlock()
+	s.mu.Lock()
+	if s.failErr != nil || s.filesClosed {
+		err := s.failErr
+		if err == nil {
+			err = ErrClosed
+		}
+		s.mu.Unlock()
+		return err
+	}
+	target := s.written
+	dir := s.dirDirty
+	if target == s.durable && !dir {
+		s.mu.Unlock()
+		return nil
+	}
+	s.dirDirty = false
+	// Segments before the tail were fsynced by wal when it closed them.
+	f := s.segs[len(s.segs)-1].f
+	s.mu.Unlock()
+
+	var err error
+	if dir {
+		err = syncDir(s.walDir)
+	}
+	if err == nil {
+		err = s.syncFile(f)
+	}
+
+	s.mu.Lock()
+	if err != nil {
+		err = s.fail(fmt.Errorf("fsync log: %w", err))
+		s.mu.Unlock()
+		return err
+	}
+	s.stats.syncs.Add(1)
+	if target > s.durable {
+		s.durable = target
+	}
+	var notes []notice
+	k := 0
+	for _, p := range s.pending {
+		if p.end > target {
+			break
+		}
+		if p.next > p.q.visible {
+			p.q.visible = p.next
+		}
+		notes = append(notes, notice{p.q.topic, p.q.id, p.next})
+		k++
+	}
+	s.pending = append(s.pending[:0], s.pending[k:]...)
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	s.notify(notes)
+	return nil
+}
+
+// notify calls OnAppend; callers hold no lock.
+func (s *Store) notify(notes []notice) {
+	if s.opts.OnAppend == nil {
+		return
+	}
+	for _, n := range notes {
+		s.opts.OnAppend(n.topic, n.id, n.next)
+	}
+}
+
+// Sync fsyncs everything appended so far (useful under SyncNone and
+// SyncInterval; under SyncGroup an Append is already durable when it
+// returns).
+func (s *Store) Sync() error {
+	s.mu.Lock()
+	if err := s.usable(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Unlock()
+	return s.syncOnce()
+}
+
+// checkpoint flushes the index files, fsyncs them and the log, and records
+// how far they go, so the next Open replays only what comes after.
+func (s *Store) checkpoint() error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	s.mu.Lock()
+	if s.failErr != nil {
+		s.mu.Unlock()
+		return s.failErr
+	}
+	s.ckptDue = false
+	ck := &checkpoint{
+		next:       s.written,
+		segment:    s.segs[len(s.segs)-1].start,
+		pos:        s.tailSize,
+		lastStored: s.lastStored,
+	}
+	var files []*os.File
+	flush := func(x *indexFile) error {
+		if err := x.flush(); err != nil {
+			return err
+		}
+		if x.dirty {
+			files = append(files, x.f)
+			x.dirty = false
+		}
+		return nil
+	}
+	err := flush(s.lidx)
+	for _, qs := range s.queues {
+		for _, q := range qs {
+			if err == nil {
+				err = flush(q.idx)
+			}
+			ck.queues = append(ck.queues, ckptQueue{topic: q.topic, id: q.id, next: q.next, min: q.min})
+		}
+	}
+	if err != nil {
+		err = s.fail(err)
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Unlock()
+	sortQueues(ck.queues)
+
+	// The log must be durable up to ck.next before the checkpoint claims it.
+	if err := s.syncOnce(); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := s.syncFile(f); err != nil {
+			s.mu.Lock()
+			err = s.fail(fmt.Errorf("fsync index: %w", err))
+			s.mu.Unlock()
+			return err
+		}
+	}
+	if err := writeCheckpoint(s.dir, ck); err != nil {
+		s.mu.Lock()
+		err = s.fail(err)
+		s.mu.Unlock()
+		return err
+	}
+	s.stats.ckpts.Add(1)
+	return nil
+}

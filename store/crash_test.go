@@ -1,0 +1,5 @@
+package store
+
+const childEnv = "BROKERCORE_STORE_CRASH_CHILD"
+
+func crashChild() int { return 0 }

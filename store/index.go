@@ -1,0 +1,190 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"os"
+)
+
+// The index is a set of files of fixed-size entries, RocketMQ's "consume
+// queue": one file per (topic, queue) mapping a queue offset to where its
+// record lives, and one for the whole log mapping a log offset the same way
+// (for ReadAt). Entry n sits at byte n*entrySize, so a lookup is one pread
+// and the index costs no memory per message. New entries are buffered and
+// written in blocks; the checkpoint says up to where the files are durable,
+// and Open rebuilds what lies past it from the log.
+const (
+	entrySize  = 32
+	flushBytes = 4096 // write buffered entries once this many bytes wait
+)
+
+// entry locates one record.
+//
+//	[0:8]   LogOffset
+//	[8:16]  StoredAt, Unix nanoseconds
+//	[16:24] position of the record's bytes inside its segment
+//	[24:28] record length
+//	[28:32] CRC-32C of [0:28]
+type entry struct {
+	logOffset int64
+	storedAt  int64
+	pos       int64
+	size      uint32
+}
+
+func (e entry) put(b []byte) {
+	binary.LittleEndian.PutUint64(b[0:], uint64(e.logOffset))
+	binary.LittleEndian.PutUint64(b[8:], uint64(e.storedAt))
+	binary.LittleEndian.PutUint64(b[16:], uint64(e.pos))
+	binary.LittleEndian.PutUint32(b[24:], e.size)
+	binary.LittleEndian.PutUint32(b[28:], crc32.Checksum(b[:28], castagnoli))
+}
+
+// decodeEntry decodes an index entry; a zeroed or garbled one is ErrCorrupt.
+func decodeEntry(b []byte) (entry, error) {
+	if len(b) != entrySize {
+		return entry{}, fmt.Errorf("%w: index entry of %d bytes", ErrCorrupt, len(b))
+	}
+	if want, got := binary.LittleEndian.Uint32(b[28:]), crc32.Checksum(b[:28], castagnoli); want != got {
+		return entry{}, fmt.Errorf("%w: index entry checksum %#08x, computed %#08x", ErrCorrupt, want, got)
+	}
+	e := entry{
+		logOffset: int64(binary.LittleEndian.Uint64(b[0:])),
+		storedAt:  int64(binary.LittleEndian.Uint64(b[8:])),
+		pos:       int64(binary.LittleEndian.Uint64(b[16:])),
+		size:      binary.LittleEndian.Uint32(b[24:]),
+	}
+	if e.logOffset < 0 || e.pos < 0 {
+		return entry{}, fmt.Errorf("%w: index entry out of range", ErrCorrupt)
+	}
+	return e, nil
+}
+
+// indexFile is one file of entries. Entries below flushed are in the file;
+// entries from flushed to flushed+len(buf)/entrySize wait in buf. The Store
+// lock guards it: writers hold it exclusively, readers shared.
+type indexFile struct {
+	f       *os.File
+	flushed int64 // number of the first entry still in buf
+	buf     []byte
+	dirty   bool // written since the last fsync
+}
+
+func openIndexFile(path string, next int64) (*indexFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	return &indexFile{f: f, flushed: next}, nil
+}
+
+// reset discards buffered entries and makes n the next entry to write.
+func (x *indexFile) reset(n int64) {
+	x.flushed = n
+	x.buf = x.buf[:0]
+}
+
+func (x *indexFile) next() int64 { return x.flushed + int64(len(x.buf)/entrySize) }
+
+// add appends entry number n. Entries are written densely; an n past the end
+// (the first entry after retention emptied a queue, or a rebuild starting
+// mid-queue) first flushes and restarts the buffer there.
+func (x *indexFile) add(n int64, e entry) error {
+	if n != x.next() {
+		if err := x.flush(); err != nil {
+			return err
+		}
+		x.flushed = n
+	}
+	var b [entrySize]byte
+	e.put(b[:])
+	x.buf = append(x.buf, b[:]...)
+	if len(x.buf) >= flushBytes {
+		return x.flush()
+	}
+	return nil
+}
+
+func (x *indexFile) flush() error {
+	if len(x.buf) == 0 {
+		return nil
+	}
+	if _, err := x.f.WriteAt(x.buf, x.flushed*entrySize); err != nil {
+		return fmt.Errorf("write index %s: %w", x.f.Name(), err)
+	}
+	x.flushed += int64(len(x.buf) / entrySize)
+	x.buf = x.buf[:0]
+	x.dirty = true
+	return nil
+}
+
+// read returns entries [n, n+count).
+func (x *indexFile) read(n int64, count int) ([]entry, error) {
+	out := make([]entry, 0, count)
+	if n < x.flushed {
+		k := min(int64(count), x.flushed-n)
+		b := make([]byte, k*entrySize)
+		if _, err := x.f.ReadAt(b, n*entrySize); err != nil {
+			return nil, fmt.Errorf("%w: read index %s entry %d: %v", ErrCorrupt, x.f.Name(), n, err)
+		}
+		for i := int64(0); i < k; i++ {
+			e, err := decodeEntry(b[i*entrySize : (i+1)*entrySize])
+			if err != nil {
+				return nil, fmt.Errorf("index %s entry %d: %w", x.f.Name(), n+i, err)
+			}
+			out = append(out, e)
+		}
+		n += k
+		count -= int(k)
+	}
+	for ; count > 0; count-- {
+		i := n - x.flushed
+		if i < 0 || (i+1)*entrySize > int64(len(x.buf)) {
+			return nil, fmt.Errorf("%w: index %s has no entry %d", ErrCorrupt, x.f.Name(), n)
+		}
+		e, err := decodeEntry(x.buf[i*entrySize : (i+1)*entrySize])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+		n++
+	}
+	return out, nil
+}
+
+func (x *indexFile) get(n int64) (entry, error) {
+	es, err := x.read(n, 1)
+	if err != nil {
+		return entry{}, err
+	}
+	return es[0], nil
+}
+
+// queue is the state of one (topic, queue): its offsets and its index file.
+type queue struct {
+	topic   string
+	id      int
+	min     int64 // oldest readable offset (retention moves it up)
+	next    int64 // next offset to assign
+	visible int64 // offsets below it are readable (lags next until fsync under SyncGroup)
+	idx     *indexFile
+}
+
+// search returns the first offset in [lo, hi) whose entry satisfies ok, or
+// hi; ok must be monotonic (false…false true…true).
+func (q *queue) search(lo, hi int64, ok func(entry) bool) (int64, error) {
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		e, err := q.idx.get(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok(e) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"io"
+	"log/slog"
+	"time"
+)
+
+// SyncPolicy says when appended records are fsynced.
+type SyncPolicy int
+
+const (
+	// SyncGroup (the default): Append returns after its records are fsynced;
+	// concurrent appends share one fsync (group commit). Records become
+	// readable only once they are durable.
+	SyncGroup SyncPolicy = iota
+	// SyncInterval: records are readable as soon as they are written and are
+	// fsynced every Options.SyncEvery; a crash may lose the last interval.
+	SyncInterval
+	// SyncNone: fsync only on Sync, at segment roll and on Close.
+	SyncNone
+)
+
+// String names the policy.
+func (p SyncPolicy) String() string {
+	switch p {
+	case SyncGroup:
+		return "group"
+	case SyncInterval:
+		return "interval"
+	case SyncNone:
+		return "none"
+	}
+	return "unknown"
+}
+
+// Defaults applied for zero Options fields.
+const (
+	// DefaultSyncEvery is the fsync period under SyncInterval.
+	DefaultSyncEvery = time.Second
+	// DefaultSegmentSize is the size at which a log segment is closed and a
+	// new one started. The tail segment is held in memory by tidwall/wal, so
+	// this also bounds the log's heap use.
+	DefaultSegmentSize = 16 << 20
+	// DefaultRetainEvery is the period of the background retention pass.
+	DefaultRetainEvery = time.Minute
+	// DefaultMaxMessageSize bounds a message's Body.
+	DefaultMaxMessageSize = 4 << 20
+	// MaxMetadataSize bounds the rest of a message: topic, tags, keys and
+	// properties together.
+	MaxMetadataSize = 1 << 20
+	// MaxReadBatch is the most messages one Read returns; a larger max is
+	// clamped (callers page by QueueOffset).
+	MaxReadBatch = 1024
+)
+
+// Options configure a Store. The zero value is a working default.
+type Options struct {
+	// Sync is the durability policy (default SyncGroup).
+	Sync SyncPolicy
+	// SyncEvery is the fsync period under SyncInterval (default
+	// DefaultSyncEvery).
+	SyncEvery time.Duration
+	// SegmentSize is the log segment size in bytes (default
+	// DefaultSegmentSize).
+	SegmentSize int
+	// MaxAge drops whole segments whose newest record is older than this
+	// (0 = no age limit).
+	MaxAge time.Duration
+	// MaxBytes drops the oldest whole segments while the log is larger than
+	// this (0 = no size limit). The segment being written is never dropped.
+	MaxBytes int64
+	// RetainEvery is the period of the background retention pass (default
+	// DefaultRetainEvery; negative = only on demand through Retain). It runs
+	// only when MaxAge or MaxBytes is set.
+	RetainEvery time.Duration
+	// MaxMessageSize bounds each message's Body (default
+	// DefaultMaxMessageSize).
+	MaxMessageSize int
+	// Now is the clock for StoredAt and MaxAge (nil = time.Now).
+	Now func() time.Time
+	// Logger receives recovery, retention, failures and rejected requests
+	// (nil = discard).
+	Logger *slog.Logger
+	// OnAppend is called once per (topic, queue) of each appended batch with
+	// the queue's new MaxOffset, after the records are readable (after the
+	// fsync under SyncGroup), never while a store lock is held. It must not
+	// block for long: it runs on the appending or the committing goroutine.
+	OnAppend func(topic string, queueID int, next int64)
+}
+
+func (o Options) withDefaults() Options {
+	if o.SyncEvery <= 0 {
+		o.SyncEvery = DefaultSyncEvery
+	}
+	if o.SegmentSize <= 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.RetainEvery == 0 {
+		o.RetainEvery = DefaultRetainEvery
+	}
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}

@@ -1,0 +1,194 @@
+package store
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// scanItem is one wal entry met while scanning the tail, or (ok == false,
+// framing == true) the point where a segment stops parsing as wal entries.
+type scanItem struct {
+	seg       int   // index into the segment list
+	start     int64 // position of the wal entry (its length prefix)
+	end       int64 // position just past it
+	ok        bool  // decodes, checksum matches, LogOffset is where it must be
+	framing   bool
+	batchEnd  bool
+	logOffset int64
+	storedAt  time.Time
+	err       error
+}
+
+// scanTail decodes every entry of segs[from:].
+func scanTail(segs []*segment, from int) ([]scanItem, error) {
+	var items []scanItem
+	for j := from; j < len(segs); j++ {
+		data, err := os.ReadFile(segs[j].path)
+		if err != nil {
+			return nil, err
+		}
+		segs[j].size = int64(len(data))
+		frames, end := parseFrames(data, 0)
+		prev := int64(0)
+		for k, fr := range frames {
+			it := scanItem{seg: j, start: prev, end: fr.pos + int64(fr.size)}
+			prev = it.end
+			m, batchEnd, err := decodeRecord(data[fr.pos : fr.pos+int64(fr.size)])
+			want := int64(segs[j].start) - 1 + int64(k)
+			switch {
+			case err != nil:
+				it.err = err
+			case m.LogOffset != want:
+				it.err = fmt.Errorf("%w: record has log offset %d, expected %d", ErrCorrupt, m.LogOffset, want)
+			default:
+				it.ok, it.batchEnd, it.logOffset, it.storedAt = true, batchEnd, m.LogOffset, m.StoredAt
+			}
+			items = append(items, it)
+		}
+		if end < len(data) {
+			items = append(items, scanItem{seg: j, start: int64(end), end: int64(len(data)), framing: true,
+				err: fmt.Errorf("%w: %d bytes do not parse as a wal entry", ErrCorrupt, len(data)-end)})
+		}
+	}
+	return items, nil
+}
+
+// tailInfo is what repairTail learned about the end of the log.
+type tailInfo struct {
+	lastStored time.Time // StoredAt of the last kept record (zero if none was scanned)
+	cutBytes   int64
+	cutRecords int
+}
+
+// repairTail cuts a torn or corrupt tail back to the end of the last whole
+// batch, before tidwall/wal ever sees the files (wal.Open fails on a torn
+// last entry). What counts as tail: everything after the first bad entry,
+// as long as no good record follows it. A bad entry followed by good ones is
+// corruption in the middle of the log: an error naming segment and position,
+// never silently dropped data. Records after the last batch-end marker are
+// cut too, so a batch is all-or-nothing across a crash.
+func repairTail(walDir string, segs []*segment, logger *slog.Logger) ([]*segment, tailInfo, error) {
+	var info tailInfo
+	if len(segs) == 0 {
+		return segs, info, nil
+	}
+	i := len(segs) - 1
+	for i > 0 && segs[i].size == 0 {
+		i--
+	}
+	for {
+		items, err := scanTail(segs, i)
+		if err != nil {
+			return nil, info, err
+		}
+		limit := len(items)
+		for k, it := range items {
+			if it.ok {
+				continue
+			}
+			for _, later := range items[k+1:] {
+				if later.ok {
+					return nil, info, fmt.Errorf("log segment %s position %d (log offset %d follows it intact): %w",
+						segs[it.seg].path, it.start, later.logOffset, it.err)
+				}
+			}
+			limit = k
+			break
+		}
+		kept := items[:limit]
+		last := -1
+		for k := len(kept) - 1; k >= 0; k-- {
+			if kept[k].batchEnd {
+				last = k
+				break
+			}
+		}
+		if last < 0 && i > 0 {
+			i-- // the batch boundary lies further back
+			continue
+		}
+		cutSeg, cutPos := 0, int64(0)
+		if last >= 0 {
+			cutSeg, cutPos = kept[last].seg, kept[last].end
+			info.lastStored = kept[last].storedAt
+		}
+		for _, s := range segs[cutSeg:] {
+			info.cutBytes += s.size
+		}
+		info.cutBytes -= cutPos
+		if info.cutBytes == 0 {
+			return segs, info, nil
+		}
+		info.cutRecords = len(items) - (last + 1)
+		attrs := []any{"segment", segs[cutSeg].path, "position", cutPos, "bytes", info.cutBytes, "entries", info.cutRecords}
+		if limit < len(items) {
+			attrs = append(attrs, "reason", items[limit].err.Error())
+		} else {
+			attrs = append(attrs, "reason", "incomplete batch")
+		}
+		logger.Warn("store: recovery cut the log tail", attrs...)
+		for j := len(segs) - 1; j > cutSeg; j-- {
+			if err := os.Remove(segs[j].path); err != nil {
+				return nil, info, err
+			}
+		}
+		if err := truncateSync(segs[cutSeg].path, cutPos); err != nil {
+			return nil, info, err
+		}
+		segs[cutSeg].size = cutPos
+		if err := syncDir(walDir); err != nil {
+			return nil, info, err
+		}
+		return segs[:cutSeg+1], info, nil
+	}
+}
+
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// replayFn receives every record from a starting point to the end of the log.
+type replayFn func(m *Message, seg *segment, pos int64, size int) error
+
+// replay decodes the log from position pos of segs[from] to its end. The tail
+// has been repaired, so anything that does not decode is corruption.
+func replay(segs []*segment, from int, pos int64, fn replayFn) error {
+	for j := from; j < len(segs); j++ {
+		data, err := os.ReadFile(segs[j].path)
+		if err != nil {
+			return err
+		}
+		start := 0
+		if j == from {
+			start = int(min(pos, int64(len(data))))
+		}
+		frames, end := parseFrames(data, start)
+		if end < len(data) {
+			return fmt.Errorf("log segment %s position %d: %w: entry does not parse", segs[j].path, end, ErrCorrupt)
+		}
+		for _, fr := range frames {
+			m, _, err := decodeRecord(data[fr.pos : fr.pos+int64(fr.size)])
+			if err != nil {
+				return fmt.Errorf("log segment %s position %d: %w", segs[j].path, fr.pos, err)
+			}
+			m.Body = nil // replay needs the placement, not the payload
+			if err := fn(m, segs[j], fr.pos, fr.size); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

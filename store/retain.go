@@ -1,0 +1,119 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Retain applies MaxAge and MaxBytes now: it drops the oldest whole
+// segments that are too old or over the size budget, never the segment
+// being written, and moves every queue's MinOffset up past what was
+// dropped. It returns the number of segments dropped. It also runs every
+// Options.RetainEvery in the background.
+func (s *Store) Retain() (segments int, err error) {
+	s.retainMu.Lock()
+	defer s.retainMu.Unlock()
+	s.mu.RLock()
+	if err := s.usable(); err != nil {
+		s.mu.RUnlock()
+		return 0, err
+	}
+	n, err := s.retainable()
+	s.mu.RUnlock()
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	// Checkpoint first: the dropped segments' records must be in a durable
+	// checkpoint so the queues' offsets survive them.
+	if err := s.checkpoint(); err != nil {
+		return 0, err
+	}
+	s.ioMu.Lock()
+	defer s.ioMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	if n >= len(s.segs) {
+		n = len(s.segs) - 1
+	}
+	drop := s.segs[:n]
+	for _, sg := range drop { // oldest first: a crash leaves a contiguous log
+		sg.f.Close()
+		if err := os.Remove(sg.path); err != nil {
+			return 0, s.fail(fmt.Errorf("retention: %w", err))
+		}
+	}
+	s.segs = append([]*segment(nil), s.segs[n:]...)
+	s.logMin = int64(s.segs[0].start) - 1
+	if err := syncDir(s.walDir); err != nil {
+		return 0, s.fail(fmt.Errorf("retention: %w", err))
+	}
+	for _, qs := range s.queues {
+		for _, q := range qs {
+			if err := s.raiseMin(q); err != nil {
+				return 0, s.fail(err)
+			}
+		}
+	}
+	s.stats.retained.Add(uint64(n))
+	s.log.Info("store: retention dropped segments", "dir", s.dir, "segments", n,
+		"log_min", s.logMin, "max_age", s.opts.MaxAge, "max_bytes", s.opts.MaxBytes)
+	s.ckptDue = true // persist the new minimums
+	s.kickCommitter()
+	return n, nil
+}
+
+// retainable counts the leading segments retention may drop. Callers hold mu.
+func (s *Store) retainable() (int, error) {
+	if s.opts.MaxAge <= 0 && s.opts.MaxBytes <= 0 {
+		return 0, nil
+	}
+	total := s.tailSize
+	for _, sg := range s.segs[:len(s.segs)-1] {
+		total += sg.size
+	}
+	cutoff := s.now().Add(-s.opts.MaxAge).UnixNano()
+	n := 0
+	for i := 0; i < len(s.segs)-1; i++ {
+		sg, next := s.segs[i], s.segs[i+1]
+		drop := s.opts.MaxBytes > 0 && total > s.opts.MaxBytes
+		if !drop && s.opts.MaxAge > 0 {
+			if next.start == sg.start {
+				drop = true // empty
+			} else {
+				// The newest record of the segment decides its age.
+				e, err := s.lidx.get(int64(next.start) - 2)
+				if err != nil {
+					return 0, err
+				}
+				drop = e.storedAt < cutoff
+			}
+		}
+		if !drop {
+			break
+		}
+		total -= sg.size
+		n++
+	}
+	return n, nil
+}
+
+func (s *Store) retainLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.RetainEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if _, err := s.Retain(); err != nil && !errors.Is(err, ErrClosed) {
+				s.log.Error("store: retention failed", "dir", s.dir, "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// segment is one tidwall/wal segment file, named by the wal index of its
+// first entry (LogOffset+1). The store reads segments itself through a
+// read-only handle at positions kept in its index, so a read costs one
+// pread instead of wal loading the whole segment into memory.
+type segment struct {
+	start uint64 // wal index of the first entry
+	path  string
+	f     *os.File // read-only; nil until opened
+	size  int64    // bytes; for the tail, see Store.tailSize
+}
+
+func segmentName(index uint64) string { return fmt.Sprintf("%020d", index) }
+
+// listSegments returns the segment files of a wal directory in index order.
+// It refuses the .START/.END files wal leaves behind an interrupted
+// TruncateFront/TruncateBack: the store never calls those, so such a file
+// means someone else wrote here.
+func listSegments(dir string) ([]*segment, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var segs []*segment
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || len(name) < 20 {
+			continue
+		}
+		idx, err := strconv.ParseUint(name[:20], 10, 64)
+		if err != nil || idx == 0 {
+			continue
+		}
+		if len(name) != 20 {
+			if strings.HasSuffix(name, ".START") || strings.HasSuffix(name, ".END") {
+				return nil, fmt.Errorf("%w: unexpected wal file %s", ErrCorrupt, name)
+			}
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		segs = append(segs, &segment{start: idx, path: filepath.Join(dir, name), size: info.Size()})
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i].start < segs[j].start })
+	return segs, nil
+}
+
+// frame is one wal entry inside a segment: its data starts at pos.
+type frame struct {
+	pos  int64
+	size int
+}
+
+// parseFrames splits a segment's bytes into wal entries (uvarint length +
+// data), starting at byte from. end is where parsing stopped: len(data) for a clean segment, less
+// for a torn or garbled one.
+func parseFrames(data []byte, from int) (frames []frame, end int) {
+	end = from
+	for end < len(data) {
+		n, k := binary.Uvarint(data[end:])
+		if k <= 0 || n > uint64(len(data)-end-k) {
+			return frames, end
+		}
+		frames = append(frames, frame{pos: int64(end + k), size: int(n)})
+		end += k + int(n)
+	}
+	return frames, end
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+// syncDir makes created, renamed and removed directory entries durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
