@@ -33,7 +33,7 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 	if req.Poll <= 0 {
 		lockEnd = start.Add(s.opts.LockWait)
 	}
-	fifoRetry := req.FIFO && req.AttemptID != ""
+	fifoRetry := req.FIFO && req.AttemptID != "" && !s.failFastFIFO
 	for {
 		if s.closed.Load() {
 			return Result{}, fmt.Errorf("pop %s@%s: %w", req.Group, req.Topic, ErrClosed)

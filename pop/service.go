@@ -100,6 +100,11 @@ type Service struct {
 	done     chan struct{}
 	wg       sync.WaitGroup
 	st       counters
+
+	// failFastFIFO is a test-only switch that restores the broken design of
+	// the field report (a contended FIFO retry returns empty at once like a
+	// non-FIFO pop); the field report test uses it to show it would fail.
+	failFastFIFO bool
 }
 
 // New returns a Service over src and starts its wake-up loop; Close stops it.
