@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/brokercore/brokercore/pop"
+	"github.com/brokercore/brokercore/store"
+)
+
+// Pop limits and defaults.
+const (
+	defaultInvisible = 60 * time.Second
+	maxInvisible     = 12 * time.Hour
+	maxPopBatch      = 32
+	maxAttemptIDLen  = 128
+	maxHandleLen     = 1024
+)
+
+// popIn carries every pop.Request field. queueId left out means every
+// queue of the topic (pop.AllQueues). Durations are Go duration strings
+// ("30s", "1m").
+//
+//	{"group":"g","topic":"orders","clientId":"c1","max":8,"invisible":"30s",
+//	 "poll":"10s","fifo":true,"attemptId":"a-1"}
+type popIn struct {
+	Group     string `json:"group"`
+	Topic     string `json:"topic"`
+	ClientID  string `json:"clientId"`
+	QueueID   *int   `json:"queueId"`
+	Max       int    `json:"max"`
+	Invisible string `json:"invisible"`
+	Poll      string `json:"poll"`
+	FIFO      bool   `json:"fifo"`
+	AttemptID string `json:"attemptId"`
+}
+
+// messageOut is a stored message as the API shows it. body is set when the
+// bytes are valid UTF-8, bodyBase64 otherwise.
+type messageOut struct {
+	Topic          string            `json:"topic"`
+	QueueID        int               `json:"queueId"`
+	QueueOffset    int64             `json:"queueOffset"`
+	LogOffset      int64             `json:"logOffset"`
+	Tags           string            `json:"tags,omitempty"`
+	Keys           []string          `json:"keys,omitempty"`
+	Properties     map[string]string `json:"properties,omitempty"`
+	Body           *string           `json:"body,omitempty"`
+	BodyBase64     *string           `json:"bodyBase64,omitempty"`
+	BornAt         time.Time         `json:"bornAt"`
+	StoredAt       time.Time         `json:"storedAt"`
+	ReconsumeTimes int               `json:"reconsumeTimes,omitempty"`
+}
+
+type deliveryOut struct {
+	Handle   string `json:"handle"`
+	Attempts int    `json:"attempts"`
+	messageOut
+}
+
+// popOut is the pop answer. invisible is the invisible time pop applied
+// (the request's, clamped into 1s..12h; clamped says it was).
+type popOut struct {
+	Messages  []deliveryOut `json:"messages"`
+	Invisible string        `json:"invisible"`
+	Clamped   bool          `json:"clamped,omitempty"`
+}
+
+type ackIn struct {
+	Handle string `json:"handle"`
+}
+
+type changeIn struct {
+	Handle    string `json:"handle"`
+	Invisible string `json:"invisible"`
+}
+
+type changeOut struct {
+	Handle string `json:"handle"`
+}
+
+func toMessageOut(m *store.Message) messageOut {
+	o := messageOut{
+		Topic:          m.Topic,
+		QueueID:        m.QueueID,
+		QueueOffset:    m.QueueOffset,
+		LogOffset:      m.LogOffset,
+		Tags:           m.Tags,
+		Keys:           m.Keys,
+		Properties:     m.Properties,
+		BornAt:         m.BornAt,
+		StoredAt:       m.StoredAt,
+		ReconsumeTimes: m.ReconsumeTimes,
+	}
+	if utf8.Valid(m.Body) {
+		s := string(m.Body)
+		o.Body = &s
+	} else {
+		s := base64.StdEncoding.EncodeToString(m.Body)
+		o.BodyBase64 = &s
+	}
+	return o
+}
+
+// duration parses an optional Go duration field within [0, max].
+func duration(field, v string, def, max time.Duration) (time.Duration, error) {
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, badField(field, "not a duration like \"30s\": %q", v)
+	}
+	if d < 0 || d > max {
+		return 0, badField(field, "must be 0..%s", max)
+	}
+	return d, nil
+}
+
+func (b *Broker) popRequest(in popIn) (pop.Request, error) {
+	req := pop.Request{Group: in.Group, Topic: in.Topic, ClientID: in.ClientID, FIFO: in.FIFO, AttemptID: in.AttemptID}
+	if err := validName("group", in.Group); err != nil {
+		return req, err
+	}
+	if err := validName("topic", in.Topic); err != nil {
+		return req, err
+	}
+	if in.ClientID == "" {
+		return req, badField("clientId", "must not be empty")
+	}
+	if err := validText("clientId", in.ClientID, maxNameLen); err != nil {
+		return req, err
+	}
+	req.QueueID = pop.AllQueues
+	if in.QueueID != nil {
+		if err := validQueue("queueId", *in.QueueID); err != nil {
+			return req, err
+		}
+		req.QueueID = *in.QueueID
+	}
+	req.Max = in.Max
+	if in.Max == 0 {
+		req.Max = 1
+	}
+	if req.Max < 1 || req.Max > maxPopBatch {
+		return req, badField("max", "must be 1..%d", maxPopBatch)
+	}
+	var err error
+	if req.Invisible, err = duration("invisible", in.Invisible, defaultInvisible, maxInvisible); err != nil {
+		return req, err
+	}
+	if req.Invisible == 0 {
+		return req, badField("invisible", "must be more than 0")
+	}
+	if req.Poll, err = duration("poll", in.Poll, 0, b.cfg.MaxPoll); err != nil {
+		return req, err
+	}
+	if in.AttemptID != "" && !in.FIFO {
+		return req, badField("attemptId", "only FIFO pops carry an attemptId")
+	}
+	if err := validText("attemptId", in.AttemptID, maxAttemptIDLen); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// handlePop: POST /v1/pop. A long poll ends when a message arrives, when
+// Poll runs out, when the client goes away (request context) or when the
+// broker shuts down (pollCtx).
+func (b *Broker) handlePop(w http.ResponseWriter, r *http.Request) (any, error) {
+	var in popIn
+	if err := decode(r, &in); err != nil {
+		return nil, err
+	}
+	req, err := b.popRequest(in)
+	if err != nil {
+		return nil, err
+	}
+	// The server's WriteTimeout counts from the request's arrival; a long
+	// poll gets its Poll on top. A FIFO pop with Poll 0 may still wait for
+	// the group lock up to pop's LockWait, which the base timeout covers.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(req.Poll + writeTimeout))
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(b.pollCtx, cancel)
+	defer stop()
+
+	if req.Poll > 0 {
+		b.httpStats.LongPolls.Add(1)
+		defer b.httpStats.LongPolls.Add(-1)
+	}
+	res, err := b.pop.Pop(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := popOut{Messages: make([]deliveryOut, 0, len(res.Messages)), Invisible: res.Invisible.String(), Clamped: res.Clamped}
+	for _, d := range res.Messages {
+		out.Messages = append(out.Messages, deliveryOut{Handle: d.Handle, Attempts: d.Attempts, messageOut: toMessageOut(d.Message)})
+	}
+	return out, nil
+}
+
+func validHandle(h string) error {
+	if h == "" {
+		return badField("handle", "must not be empty")
+	}
+	if len(h) > maxHandleLen {
+		return badField("handle", "longer than %d bytes", maxHandleLen)
+	}
+	return nil
+}
+
+// handleAck: POST /v1/ack.
+func (b *Broker) handleAck(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var in ackIn
+	if err := decode(r, &in); err != nil {
+		return nil, err
+	}
+	if err := validHandle(in.Handle); err != nil {
+		return nil, err
+	}
+	if err := b.pop.Ack(in.Handle); err != nil {
+		return nil, err
+	}
+	return map[string]bool{"acked": true}, nil
+}
+
+// handleChangeInvisible: POST /v1/change-invisible. "0s" makes the message
+// visible again at once (a nak); the answer carries the new handle, and the
+// old one is stale from now on.
+func (b *Broker) handleChangeInvisible(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var in changeIn
+	if err := decode(r, &in); err != nil {
+		return nil, err
+	}
+	if err := validHandle(in.Handle); err != nil {
+		return nil, err
+	}
+	if in.Invisible == "" {
+		return nil, badField("invisible", "required, e.g. \"30s\"")
+	}
+	d, err := duration("invisible", in.Invisible, 0, maxInvisible)
+	if err != nil {
+		return nil, err
+	}
+	h, err := b.pop.ChangeInvisible(in.Handle, d)
+	if err != nil {
+		return nil, err
+	}
+	return changeOut{Handle: h}, nil
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// fakeClock is the Now every package of a test broker reads, so the tests
+// move time (invisible time, delay levels) instead of sleeping for it.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// testBroker is a broker served on a real loopback listener.
+type testBroker struct {
+	b      *Broker
+	srv    *http.Server
+	url    string
+	served chan error
+}
+
+func startBroker(t *testing.T, dir string, clock *fakeClock) *testBroker {
+	t.Helper()
+	cfg := Config{DataDir: dir, Tick: 10 * time.Millisecond}
+	if clock != nil {
+		cfg.Now = clock.Now
+	}
+	b, err := newBroker(cfg)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	tb := &testBroker{b: b, srv: b.NewServer(ln.Addr().String()), url: "http://" + ln.Addr().String(), served: make(chan error, 1)}
+	go func() { tb.served <- tb.srv.Serve(ln) }()
+	t.Cleanup(func() { tb.stop(t) })
+	return tb
+}
+
+// stop shuts the broker down the way main does; a second call is a no-op.
+func (tb *testBroker) stop(t *testing.T) {
+	t.Helper()
+	if tb.served == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, tb.b.Shutdown(ctx, tb.srv))
+	require.ErrorIs(t, <-tb.served, http.ErrServerClosed)
+	tb.served = nil
+}
+
+// client returns an API client with its own connections (its own consumer
+// channel); they are closed when the test ends.
+func (tb *testBroker) client(t *testing.T) (*apiClient, *http.Transport) {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &apiClient{base: tb.url, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}, tr
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"net/http"
+	"time"
+)
+
+// commitIn: POST /v1/offsets/commit.
+type commitIn struct {
+	Group   string `json:"group"`
+	Topic   string `json:"topic"`
+	QueueID int    `json:"queueId"`
+	Offset  int64  `json:"offset"`
+}
+
+// resetIn: POST /v1/offsets/reset with exactly one of offset or time
+// (RFC 3339). Without queueId every queue of the topic is reset.
+type resetIn struct {
+	Group   string `json:"group"`
+	Topic   string `json:"topic"`
+	QueueID *int   `json:"queueId"`
+	Offset  *int64 `json:"offset"`
+	Time    string `json:"time"`
+}
+
+type offsetOut struct {
+	Group     string `json:"group"`
+	Topic     string `json:"topic"`
+	QueueID   int    `json:"queueId"`
+	Committed *int64 `json:"committed"` // null: the group never committed here
+	Epoch     uint64 `json:"epoch"`
+	MinOffset int64  `json:"minOffset"`
+	MaxOffset int64  `json:"maxOffset"`
+	Lag       int64  `json:"lag"`
+}
+
+type resetOut struct {
+	Resets []offsetOut `json:"resets"`
+}
+
+func (b *Broker) offsetOf(group, topic string, q int) offsetOut {
+	out := offsetOut{
+		Group:     group,
+		Topic:     topic,
+		QueueID:   q,
+		Epoch:     b.offsets.Epoch(group, topic, q),
+		MinOffset: b.store.MinOffset(topic, q),
+		MaxOffset: b.store.MaxOffset(topic, q),
+	}
+	if c, ok := b.offsets.Committed(group, topic, q); ok {
+		out.Committed = &c
+	}
+	out.Lag = b.offsets.Lag(group, topic, q, out.MaxOffset)
+	return out
+}
+
+func validGroupTopic(group, topic string) error {
+	if err := validName("group", group); err != nil {
+		return err
+	}
+	return validName("topic", topic)
+}
+
+// handleCommit: POST /v1/offsets/commit (a client-side consumer's
+// progress; pop commits its own on ack).
+func (b *Broker) handleCommit(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var in commitIn
+	if err := decode(r, &in); err != nil {
+		return nil, err
+	}
+	if err := validGroupTopic(in.Group, in.Topic); err != nil {
+		return nil, err
+	}
+	if err := validQueue("queueId", in.QueueID); err != nil {
+		return nil, err
+	}
+	if in.Offset < 0 {
+		return nil, badField("offset", "must not be negative")
+	}
+	if err := b.offsets.Commit(in.Group, in.Topic, in.QueueID, in.Offset); err != nil {
+		return nil, err
+	}
+	return b.offsetOf(in.Group, in.Topic, in.QueueID), nil
+}
+
+// handleQueryOffset: GET /v1/offsets?group=g&topic=t&queueId=0.
+func (b *Broker) handleQueryOffset(_ http.ResponseWriter, r *http.Request) (any, error) {
+	qv := r.URL.Query()
+	group, topic := qv.Get("group"), qv.Get("topic")
+	if err := validGroupTopic(group, topic); err != nil {
+		return nil, err
+	}
+	q, err := queryInt("queueId", qv.Get("queueId"))
+	if err != nil {
+		return nil, err
+	}
+	if err := validQueue("queueId", q); err != nil {
+		return nil, err
+	}
+	return b.offsetOf(group, topic, q), nil
+}
+
+// handleReset: POST /v1/offsets/reset. The reset bumps the queue's epoch:
+// pop drops what it had in flight for the queue on its next pop, and no
+// older commit can land over the reset.
+func (b *Broker) handleReset(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var in resetIn
+	if err := decode(r, &in); err != nil {
+		return nil, err
+	}
+	if err := validGroupTopic(in.Group, in.Topic); err != nil {
+		return nil, err
+	}
+	var at time.Time
+	switch {
+	case in.Offset != nil && in.Time != "":
+		return nil, badField("time", "give offset or time, not both")
+	case in.Offset == nil && in.Time == "":
+		return nil, badField("offset", "give offset or time")
+	case in.Offset != nil && *in.Offset < 0:
+		return nil, badField("offset", "must not be negative")
+	case in.Time != "":
+		var err error
+		if at, err = time.Parse(time.RFC3339Nano, in.Time); err != nil {
+			return nil, badField("time", "not RFC 3339 (2006-01-02T15:04:05Z): %q", in.Time)
+		}
+	}
+	var queues []int
+	if in.QueueID != nil {
+		if err := validQueue("queueId", *in.QueueID); err != nil {
+			return nil, err
+		}
+		queues = []int{*in.QueueID}
+	} else {
+		queues = b.store.Queues(in.Topic)
+	}
+	if in.Offset != nil {
+		// Check every queue before resetting any: all or nothing.
+		for _, q := range queues {
+			if max := b.store.MaxOffset(in.Topic, q); *in.Offset > max {
+				return nil, badField("offset", "queue %d ends at %d", q, max)
+			}
+		}
+	}
+	out := resetOut{Resets: []offsetOut{}}
+	for _, q := range queues {
+		var err error
+		if in.Offset != nil {
+			_, err = b.offsets.Reset(in.Group, in.Topic, q, *in.Offset)
+		} else {
+			_, err = b.offsets.ResetToTime(in.Group, in.Topic, q, at, b.store)
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.log.Info("offset reset", "group", in.Group, "topic", in.Topic, "queue", q,
+			"offset", in.Offset, "time", in.Time, "remote", r.RemoteAddr)
+		out.Resets = append(out.Resets, b.offsetOf(in.Group, in.Topic, q))
+	}
+	return out, nil
+}
+
+// statsOut is GET /v1/stats: every package's Stats, as each defines it.
+type statsOut struct {
+	Store            any           `json:"store"`
+	Pop              any           `json:"pop"`
+	Lock             any           `json:"lock"`
+	Schedule         any           `json:"schedule"`
+	ScheduleProgress map[int]int64 `json:"scheduleProgress"`
+	Consumer         any           `json:"consumer"`
+	Offset           any           `json:"offset"`
+	HTTP             HTTPStats     `json:"http"`
+}
+
+func (b *Broker) handleStats(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	return statsOut{
+		Store:            b.store.Stats(),
+		Pop:              b.pop.Stats(),
+		Lock:             b.locks.Stats(),
+		Schedule:         b.sched.Stats(),
+		ScheduleProgress: b.sched.Progress(),
+		Consumer:         b.consumers.Stats(),
+		Offset:           b.offsets.Stats(),
+		HTTP:             b.httpStats.snapshot(),
+	}, nil
+}
