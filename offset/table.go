@@ -97,7 +97,7 @@ func (t *QueueTable) install(op string, q Queue, next int64, epoch uint64, count
 			"queue", q.QueueID, "next", next)
 		return nil
 	}
-	pq := &ProcessQueue{table: t, queue: q, epoch: epoch, next: next}
+	pq := newProcessQueue(t, q, next, epoch)
 	t.mu.Lock()
 	old := t.queues[q]
 	if old != nil {
@@ -111,6 +111,10 @@ func (t *QueueTable) install(op string, q Queue, next int64, epoch uint64, count
 			"old_epoch", old.epoch, "epoch", epoch, "next", next)
 	}
 	return pq
+}
+
+func newProcessQueue(t *QueueTable, q Queue, next int64, epoch uint64) *ProcessQueue {
+	return &ProcessQueue{table: t, queue: q, epoch: epoch, next: next}
 }
 
 // Revoke drops q's live process queue and removes q from the table,
