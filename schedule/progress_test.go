@@ -1,0 +1,145 @@
+package schedule
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestProgressFileRoundTrips(t *testing.T) {
+	for _, p := range []map[int]int64{{}, {1: 0}, {1: 5, 2: 1 << 40, 18: 7}} {
+		got, err := decodeProgress(encodeProgress(p))
+		require.NoError(t, err)
+		assert.Equal(t, p, got)
+	}
+}
+
+func TestTornOrCorruptProgressFileIsErrCorruptNeverZero(t *testing.T) {
+	good := encodeProgress(map[int]int64{1: 10, 2: 20})
+	cases := map[string][]byte{
+		"empty":         {},
+		"torn":          good[:len(good)-3],
+		"flipped bit":   append(append([]byte{}, good[:6]...), append([]byte{good[6] ^ 1}, good[7:]...)...),
+		"trailing byte": append(append([]byte{}, good...), 0),
+		"bad magic":     append([]byte("XXXX"), good[4:]...),
+	}
+	for name, b := range cases {
+		_, err := decodeProgress(b)
+		assert.ErrorIs(t, err, ErrCorrupt, name)
+	}
+
+	// The same through New and Start: an error, and Start leaves it stopped.
+	path := filepath.Join(t.TempDir(), "progress")
+	require.NoError(t, os.WriteFile(path, good[:len(good)-1], 0o644))
+	l := newFakeLog(time.Now)
+	_, err := New(l, Options{ProgressPath: path})
+	require.ErrorIs(t, err, ErrCorrupt)
+
+	require.NoError(t, os.Remove(path))
+	s, err := New(l, Options{ProgressPath: path, Tick: time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+	require.ErrorIs(t, s.Start(), ErrCorrupt)
+	assert.False(t, s.Stats().Running)
+}
+
+func TestProgressPersistsAfterEachBatchAndARestartDeliversNothingTwice(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "progress")
+	s, l, clk := newTestScheduler(t, Options{Levels: "1s 5s", ProgressPath: path})
+	keys := produce(t, s, l, "t", 1, 4)
+	keys = append(keys, produce(t, s, l, "t", 2, 2)...)
+	require.NoError(t, s.Start())
+	clk.Advance(time.Second)
+	waitUntil(t, "level 1", func() bool { return len(l.delivered("t")) == 4 })
+	waitUntil(t, "progress file", func() bool {
+		p, err := loadProgress(path)
+		return err == nil && p[1] == 4
+	})
+	// A new Scheduler (a restart) over the same file and log.
+	s2, err := New(l, Options{Levels: "1s 5s", ProgressPath: path, Now: clk.Now, Tick: time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, s.Stop())
+	assert.Equal(t, map[int]int64{1: 4, 2: 0}, s2.Progress())
+	require.NoError(t, s2.Start())
+	clk.Advance(5 * time.Second)
+	waitUntil(t, "level 2", func() bool { return len(l.delivered("t")) >= 6 })
+	require.NoError(t, s2.Stop())
+	counts := countByKey(l, "t")
+	for _, k := range keys {
+		assert.Equal(t, 1, counts[k], k)
+	}
+	p, err := loadProgress(path)
+	require.NoError(t, err)
+	assert.Equal(t, map[int]int64{1: 4, 2: 2}, p)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temp files left behind")
+}
+
+func TestLoadedProgressIsClampedIntoTheQueueRangeAndTheLossLogged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "progress")
+	clk := newClock()
+	l := newFakeLog(clk.Now)
+	s, err := New(l, Options{Levels: "1s 5s", Now: clk.Now})
+	require.NoError(t, err)
+	produce(t, s, l, "t", 1, 10)
+	produce(t, s, l, "t", 2, 3)
+	l.trim(Topic, 0, 6) // retention removed 0..5 of level 1
+	require.NoError(t, saveProgress(path, map[int]int64{1: 2, 2: 50, 9: 1}))
+
+	var logs bytes.Buffer
+	s, err = New(l, Options{Levels: "1s 5s", Now: clk.Now, ProgressPath: path,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	assert.Equal(t, map[int]int64{1: 6, 2: 3}, s.Progress(), "below MinOffset -> MinOffset, above MaxOffset -> MaxOffset")
+	st := s.Stats()
+	assert.EqualValues(t, 4, st.Skipped, "offsets 2..5 were lost to retention")
+	assert.Contains(t, logs.String(), "retention removed undelivered messages")
+	assert.Contains(t, logs.String(), "lost=4")
+	assert.Contains(t, logs.String(), "progress beyond the end of the log")
+	assert.Contains(t, logs.String(), "unknown level")
+}
+
+func TestRetentionOvertakingDeliverySkipsToMinOffsetAndCounts(t *testing.T) {
+	s, l, clk := newTestScheduler(t, Options{Levels: "1s"})
+	produce(t, s, l, "t", 1, 5)
+	require.NoError(t, s.Start())
+	l.trim(Topic, 0, 3)
+	clk.Advance(time.Second)
+	waitUntil(t, "the rest delivered", func() bool { return len(l.delivered("t")) == 2 })
+	require.NoError(t, s.Stop())
+	assert.EqualValues(t, 3, s.Stats().Skipped)
+	assert.Equal(t, map[int]int64{1: 5}, s.Progress())
+}
+
+func TestSaveProgressFailsCleanlyInAMissingDirectory(t *testing.T) {
+	err := saveProgress(filepath.Join(t.TempDir(), "nope", "progress"), map[int]int64{1: 1})
+	require.Error(t, err)
+}
+
+func FuzzDecodeProgress(f *testing.F) {
+	f.Add(encodeProgress(map[int]int64{}))
+	f.Add(encodeProgress(map[int]int64{1: 1, 2: 300, 18: 1 << 40}))
+	f.Add([]byte("BCSP\x01"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := decodeProgress(b)
+		if err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+			return
+		}
+		// Whatever decodes must be valid and re-encode to the same bytes.
+		for l, off := range p {
+			require.Positive(t, l)
+			require.GreaterOrEqual(t, off, int64(0))
+		}
+		require.Equal(t, b, encodeProgress(p))
+	})
+}
