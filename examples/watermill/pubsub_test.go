@@ -2,8 +2,8 @@ package brokercore_test
 
 import (
 	"os"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"

@@ -29,7 +29,7 @@ func SlogLogger(l watermill.LoggerAdapter) *slog.Logger {
 // no level query, so Enabled always says yes and the adapter filters.
 type slogHandler struct {
 	out    watermill.LoggerAdapter
-	prefix string          // open groups, "a.b."
+	prefix string              // open groups, "a.b."
 	fields watermill.LogFields // from WithAttrs
 }
 
