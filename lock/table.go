@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,19 @@ type key struct {
 	q     Queue
 }
 
+// keySeed keys hashKey; xsync's per-table seed is mixed in on top.
+var keySeed = maphash.MakeSeed()
+
+// hashKey hashes a key field by field: cheaper than the runtime's generic
+// struct hash, which walks the type description on every call.
+func hashKey(k key, seed uint64) uint64 {
+	h := seed ^ maphash.String(keySeed, k.group)
+	h = (h ^ maphash.String(keySeed, k.q.Topic)) * 0x9E3779B97F4A7C15
+	h = (h ^ maphash.String(keySeed, k.q.Broker)) * 0xBF58476D1CE4E5B9
+	h ^= uint64(k.q.QueueID) * 0x94D049BB133111EB
+	return h ^ h>>31
+}
+
 type counters struct {
 	locked, renewed, takenOver, refused, unlocked, expired, invalid *xsync.Counter
 }
@@ -96,7 +110,7 @@ type Table struct {
 // New returns an empty Table configured by opts.
 func New(opts Options) *Table {
 	t := &Table{
-		leases:  xsync.NewMapOf[key, Lease](),
+		leases:  xsync.NewMapOfWithHasher[key, Lease](hashKey),
 		maxLive: opts.MaxLiveTime,
 		now:     opts.Now,
 		log:     opts.Logger,
