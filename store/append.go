@@ -70,12 +70,17 @@ func (s *Store) Append(msgs ...*Message) error {
 	}
 	err = s.failErr
 	s.mu.Unlock()
+	if err == nil {
+		// The appender, not the committer, calls OnAppend: a hook that
+		// appends again must not wait on the goroutine that is calling it.
+		s.notify(notes)
+	}
 	return err
 }
 
 // write appends the batch to the wal and the index. Callers hold mu
-// exclusively. It returns the log offset just past the batch and, unless the
-// policy is SyncGroup (then the committer publishes), the OnAppend notices.
+// exclusively. It returns the log offset just past the batch and the
+// OnAppend notices to make once the batch is visible.
 func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 	now := s.opts.Now()
 	stored := now
@@ -172,8 +177,8 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 			s.pending = append(s.pending, pendingVis{q: p.q, next: p.q.next, end: s.written})
 		} else {
 			p.q.visible = p.q.next
-			notes = append(notes, notice{p.q.topic, p.q.id, p.q.next})
 		}
+		notes = append(notes, notice{p.q.topic, p.q.id, p.q.next})
 	}
 	return s.written, notes, nil
 }

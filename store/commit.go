@@ -92,7 +92,6 @@ func (s *Store) syncOnce() error {
 	if target > s.durable {
 		s.durable = target
 	}
-	var notes []notice
 	k := 0
 	for _, p := range s.pending {
 		if p.end > target {
@@ -101,13 +100,11 @@ func (s *Store) syncOnce() error {
 		if p.next > p.q.visible {
 			p.q.visible = p.next
 		}
-		notes = append(notes, notice{p.q.topic, p.q.id, p.next})
 		k++
 	}
 	s.pending = append(s.pending[:0], s.pending[k:]...)
 	s.cond.Broadcast()
 	s.mu.Unlock()
-	s.notify(notes)
 	return nil
 }
 

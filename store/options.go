@@ -84,8 +84,9 @@ type Options struct {
 	Logger *slog.Logger
 	// OnAppend is called once per (topic, queue) of each appended batch with
 	// the queue's new MaxOffset, after the records are readable (after the
-	// fsync under SyncGroup), never while a store lock is held. It must not
-	// block for long: it runs on the appending or the committing goroutine.
+	// fsync under SyncGroup), never while a store lock is held. It runs on
+	// the appending goroutine just before Append returns, so it may append
+	// again; it should not block for long.
 	OnAppend func(topic string, queueID int, next int64)
 }
 

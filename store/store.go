@@ -281,6 +281,7 @@ func (s *Store) loadIndex(tail tailInfo) error {
 	if err != nil {
 		return err
 	}
+	s.stats.replayed.Store(int64(replayed))
 	if !valid && ck != nil {
 		// A queue the log no longer shows keeps the offsets the checkpoint
 		// gave it: offsets never go backwards, even for an emptied queue.
@@ -453,6 +454,7 @@ type Stats struct {
 	Checkpoints   uint64
 	Retained      uint64 // segments dropped by retention
 	RecoveryCut   int64  // bytes cut from the tail by the last Open
+	Replayed      int64  // records the last Open re-indexed from the log
 	Segments      int
 	Queues        int
 	LogMin        int64 // oldest log offset
@@ -462,7 +464,7 @@ type Stats struct {
 
 type counters struct {
 	appends, messages, bytes, rejected, syncs, reads, readMsgs, ckpts, retained atomic.Uint64
-	cutBytes                                                                    atomic.Int64
+	cutBytes, replayed                                                          atomic.Int64
 }
 
 // Stats returns the store's counters.
@@ -480,6 +482,7 @@ func (s *Store) Stats() Stats {
 		Checkpoints:   s.stats.ckpts.Load(),
 		Retained:      s.stats.retained.Load(),
 		RecoveryCut:   s.stats.cutBytes.Load(),
+		Replayed:      s.stats.replayed.Load(),
 		Segments:      len(s.segs),
 		Queues:        s.nq,
 		LogMin:        s.logMin,
