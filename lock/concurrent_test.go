@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -81,4 +82,70 @@ func TestConcurrentContentionNeverTwoHoldersAtOnce(t *testing.T) {
 	assert.Equal(t, uint64(wins.Load()), st.Locked, "every win was a fresh lock")
 	assert.Equal(t, st.Locked, st.Unlocked)
 	assert.Zero(t, st.Entries)
+}
+
+// TestConcurrentExpiryAndSweepNeverHandBackAnOlderToken races lockers
+// against a clock that keeps expiring leases and a sweeper that keeps
+// removing them. Whatever a lock returns must carry a token at least as
+// new as the holder seen just before it (equal only for the holder's own
+// renewal), and Holder must never report a lease that is already expired.
+func TestConcurrentExpiryAndSweepNeverHandBackAnOlderToken(t *testing.T) {
+	c := newFakeClock()
+	tb := New(Options{Now: c.Now, MaxLiveTime: 10 * time.Millisecond})
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() { // time and sweeping
+		defer bg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				c.Advance(time.Millisecond)
+				tb.Sweep()
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := fmt.Sprintf("c%d", w)
+			for i := range 2000 {
+				k := q(i % 2)
+				before, had := tb.Holder("g", k)
+				l, ok := tb.TryLock("g", k, client)
+				if !ok {
+					continue
+				}
+				switch {
+				case had && l.Token < before.Token:
+					errs <- fmt.Errorf("%v: token %d older than holder's %d", k, l.Token, before.Token)
+					return
+				case had && l.Token == before.Token && before.ClientID != client:
+					errs <- fmt.Errorf("%v: %s got %s's token %d", k, client, before.ClientID, l.Token)
+					return
+				}
+				// Holder reads the clock after t0, and the clock only moves
+				// forward, so a live lease must expire after t0.
+				t0 := c.Now()
+				if h, ok := tb.Holder("g", k); ok && !t0.Before(h.Expires) {
+					errs <- fmt.Errorf("%v: Holder reports expired lease %+v", k, h)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	st := tb.Stats()
+	assert.Positive(t, st.Locked+st.TakenOver)
 }
