@@ -200,7 +200,10 @@ func countByKey(l *fakeLog, topic string) map[string]int {
 
 // waitUntil polls cond on the real clock; it is for goroutine hand-offs, never
 // for an expiry (expiries move the fake clock).
-func waitUntil(t testing.TB, what string, cond func() bool) {
+func waitUntil(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
