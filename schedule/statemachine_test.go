@@ -24,7 +24,7 @@ type instLog struct {
 	armed    bool
 	dead     atomic.Bool
 	path     string
-	image    []byte // progress file at the crash; nil = no file
+	image    []byte           // progress file at the crash; nil = no file
 	last     map[int][]string // level -> keys of this instance's last committed batch
 	levelOf  func(key string) int
 	crashLog []string
