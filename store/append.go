@@ -196,6 +196,7 @@ func (s *Store) addSegment(start uint64, prevSize int64) error {
 	s.tailSize = 0
 	s.dirDirty = true
 	s.ckptDue = true
+	s.kickCommitter()
 	return nil
 }
 

@@ -1,0 +1,204 @@
+package store
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// writeThree appends three single-message batches and a 3-message batch and
+// closes the store cleanly (so a checkpoint covers all of it).
+func writeThree(t *testing.T, dir string, o Options) {
+	t.Helper()
+	s := openT(t, dir, o)
+	for _, b := range []string{"a", "b", "c"} {
+		require.NoError(t, s.Append(msg("t", 0, b)))
+	}
+	require.NoError(t, s.Append(msg("t", 0, "d"), msg("t", 1, "e"), msg("t", 0, "f")))
+	require.NoError(t, s.Close())
+}
+
+func readAll(t *testing.T, s *Store, topic string, q int) []string {
+	t.Helper()
+	got, err := s.Read(topic, q, s.MinOffset(topic, q), MaxReadBatch)
+	require.NoError(t, err)
+	return bodies(got)
+}
+
+func TestOpenCutsGarbageAppendedToTheTail(t *testing.T) {
+	dir := t.TempDir()
+	writeThree(t, dir, Options{})
+	f, err := os.OpenFile(tailSegment(t, dir), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.Write([]byte{0xff, 0xff, 0xff, 0x01, 0x02, 0x03, 'g', 'a', 'r', 'b'})
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	var logs logBuffer
+	s := openT(t, dir, Options{Logger: logs.logger()})
+	defer s.Close()
+	assert.Equal(t, []string{"a", "b", "c", "d", "f"}, readAll(t, s, "t", 0))
+	assert.Contains(t, logs.String(), "recovery cut the log tail")
+	assert.Contains(t, logs.String(), "bytes=10")
+	assert.Equal(t, int64(10), s.Stats().RecoveryCut)
+	require.NoError(t, s.Append(msg("t", 0, "g")))
+	assert.Equal(t, []string{"a", "b", "c", "d", "f", "g"}, readAll(t, s, "t", 0))
+}
+
+func TestOpenCutsARecordCutShortAndItsWholeBatch(t *testing.T) {
+	dir := t.TempDir()
+	writeThree(t, dir, Options{})
+	path := tailSegment(t, dir)
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	// Cut into the last record ("f"): the batch d, e, f must vanish whole,
+	// although d and e are intact. The checkpoint written by Close now
+	// claims more than the log holds, so the index is rebuilt.
+	require.NoError(t, os.Truncate(path, info.Size()-3))
+
+	var logs logBuffer
+	s := openT(t, dir, Options{Logger: logs.logger()})
+	defer s.Close()
+	assert.Equal(t, []string{"a", "b", "c"}, readAll(t, s, "t", 0))
+	assert.Empty(t, readAll(t, s, "t", 1))
+	assert.Equal(t, int64(3), s.MaxOffset("t", 0))
+	assert.Contains(t, logs.String(), "entries=3", "d, e and the torn f")
+	m := msg("t", 0, "d2")
+	require.NoError(t, s.Append(m))
+	assert.Equal(t, int64(3), m.QueueOffset, "offsets stay dense")
+	assert.Equal(t, int64(3), m.LogOffset)
+}
+
+func TestOpenCutsABadChecksumInTheLastRecord(t *testing.T) {
+	dir := t.TempDir()
+	writeThree(t, dir, Options{})
+	path := tailSegment(t, dir)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	data[len(data)-1] ^= 0x40 // last byte of the body of "f"
+	require.NoError(t, os.WriteFile(path, data, 0o640))
+
+	var logs logBuffer
+	s := openT(t, dir, Options{Logger: logs.logger()})
+	defer s.Close()
+	assert.Equal(t, []string{"a", "b", "c"}, readAll(t, s, "t", 0))
+	assert.Contains(t, logs.String(), "checksum")
+}
+
+func TestCorruptionInTheMiddleOfTheLogIsAnErrorNamingSegmentAndPosition(t *testing.T) {
+	dir := t.TempDir()
+	writeThree(t, dir, Options{})
+	path := tailSegment(t, dir)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	frames, _ := parseFrames(data, 0)
+	require.Len(t, frames, 6)
+	data[frames[1].pos+int64(frames[1].size)-1] ^= 0x01 // body of "b"; c..f follow intact
+	require.NoError(t, os.WriteFile(path, data, 0o640))
+
+	_, err = Open(dir, Options{})
+	require.ErrorIs(t, err, ErrCorrupt)
+	assert.Contains(t, err.Error(), filepath.Base(path))
+	assert.Contains(t, err.Error(), "position")
+	// Nothing was cut: fixing the byte makes the store whole again.
+	data[frames[1].pos+int64(frames[1].size)-1] ^= 0x01
+	require.NoError(t, os.WriteFile(path, data, 0o640))
+	s := openT(t, dir, Options{})
+	defer s.Close()
+	assert.Equal(t, []string{"a", "b", "c", "d", "f"}, readAll(t, s, "t", 0))
+}
+
+func TestAPartialBatchSpanningSegmentsIsCutWhole(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{SegmentSize: 300}
+	s := openT(t, dir, o)
+	require.NoError(t, s.Append(msg("t", 0, "first")))
+	batch := make([]*Message, 8)
+	for i := range batch {
+		batch[i] = msg("t", 0, strings.Repeat("x", 60))
+	}
+	require.NoError(t, s.Append(batch...))
+	require.Greater(t, s.Stats().Segments, 2, "the batch must span segments")
+	require.NoError(t, s.Close())
+	// Lose the last segment (as if its directory entry never reached disk):
+	// the batch's first records are intact in earlier segments, but the
+	// batch has no end marker any more.
+	require.NoError(t, os.Remove(tailSegment(t, dir)))
+	require.NoError(t, os.Remove(tailSegment(t, dir)))
+
+	s = openT(t, dir, o)
+	defer s.Close()
+	assert.Equal(t, []string{"first"}, readAll(t, s, "t", 0))
+	m := msg("t", 0, "next")
+	require.NoError(t, s.Append(m))
+	assert.Equal(t, int64(1), m.QueueOffset)
+}
+
+func TestReopenReplaysOnlyTheLogPastTheCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Sync: SyncNone, SegmentSize: 2048}
+	s := openT(t, dir, o)
+	fillSegments(t, s, "t", 200)
+	require.NoError(t, s.Close())
+	s = openT(t, dir, o)
+	assert.Zero(t, s.Stats().Replayed, "a clean close leaves nothing to replay")
+	fillSegments(t, s, "t", 200)
+	require.NoError(t, s.Sync())
+	waitFor(t, func() bool { // the checkpoint of the last roll is written
+		s.mu.RLock()
+		due := s.ckptDue
+		s.mu.RUnlock()
+		if due || !s.ckptMu.TryLock() {
+			return false
+		}
+		s.ckptMu.Unlock()
+		return true
+	})
+	fillSegments(t, s, "u", 3)
+	require.NoError(t, s.Sync())
+	crash(t, s)
+
+	s = openT(t, dir, o)
+	defer s.Close()
+	st := s.Stats()
+	assert.Less(t, st.Replayed, int64(40), "only the records after the last segment roll's checkpoint")
+	assert.Equal(t, int64(3), s.MaxOffset("u", 0))
+	assert.Equal(t, int64(400), s.MaxOffset("t", 0))
+	got, err := s.Read("t", 0, 350, 100)
+	require.NoError(t, err)
+	require.Len(t, got, 50)
+	assert.Equal(t, int64(399), got[49].QueueOffset)
+}
+
+func TestCorruptCheckpointIsRebuiltFromTheLog(t *testing.T) {
+	dir := t.TempDir()
+	writeThree(t, dir, Options{})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ckptFile), []byte("BCCKgarbage"), 0o640))
+	var logs logBuffer
+	s := openT(t, dir, Options{Logger: logs.logger()})
+	defer s.Close()
+	assert.Equal(t, []string{"a", "b", "c", "d", "f"}, readAll(t, s, "t", 0))
+	assert.Equal(t, []string{"e"}, readAll(t, s, "t", 1))
+	assert.Equal(t, int64(6), s.Stats().Replayed)
+	assert.Contains(t, logs.String(), "unreadable checkpoint")
+}
+
+func TestCrashAfterUnsyncedAppendsKeepsEverySyncedRecord(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Sync: SyncNone}
+	s := openT(t, dir, o)
+	require.NoError(t, s.Append(msg("t", 0, "synced")))
+	require.NoError(t, s.Sync())
+	require.NoError(t, s.Append(msg("t", 0, "unsynced1"), msg("t", 0, "unsynced2")))
+	seg, pos := crash(t, s)
+	cut := chop(t, dir, seg, pos, func(n int64) int64 { return n / 2 })
+	require.Positive(t, cut)
+
+	s = openT(t, dir, o)
+	defer s.Close()
+	assert.Equal(t, []string{"synced"}, readAll(t, s, "t", 0))
+}
