@@ -20,14 +20,13 @@ import (
 // fails, as a dead process writes nothing.
 type instLog struct {
 	*fakeLog
-	mu       sync.Mutex
-	armed    bool
-	dead     atomic.Bool
-	path     string
-	image    []byte           // progress file at the crash; nil = no file
-	last     map[int][]string // level -> keys of this instance's last committed batch
-	levelOf  func(key string) int
-	crashLog []string
+	mu      sync.Mutex
+	armed   bool
+	dead    atomic.Bool
+	path    string
+	image   []byte           // progress file at the crash; nil = no file
+	last    map[int][]string // level -> keys of this instance's last committed batch
+	levelOf func(key string) int
 }
 
 func (il *instLog) Append(msgs ...*store.Message) error {

@@ -1,0 +1,63 @@
+package schedule_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/brokercore/brokercore/schedule"
+	"github.com/brokercore/brokercore/store"
+)
+
+// Example delays an order check by level 2 (5 s) and delivers it when an
+// injected clock has moved past its due time.
+func Example() {
+	dir, _ := os.MkdirTemp("", "schedule-example")
+	defer os.RemoveAll(dir)
+
+	var clock atomic.Int64 // the injected clock, shared by the log and the scheduler
+	clock.Store(time.Date(2026, 5, 21, 14, 50, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+
+	log, err := store.Open(filepath.Join(dir, "log"), store.Options{Now: now})
+	if err != nil {
+		panic(err)
+	}
+	defer log.Close()
+	s, err := schedule.New(log, schedule.Options{
+		ProgressPath: filepath.Join(dir, "schedule.progress"),
+		Now:          now,
+		Tick:         5 * time.Millisecond,
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	delayed, _ := s.Delay(&store.Message{Topic: "orders", Body: []byte("check order 42"),
+		Properties: map[string]string{schedule.PropUniqKey: "order-42"}}, 2)
+	fmt.Println("waits in", delayed.Topic, "queue", delayed.QueueID)
+	if err := log.Append(delayed); err != nil {
+		panic(err)
+	}
+
+	if err := s.Start(); err != nil {
+		panic(err)
+	}
+	clock.Add(int64(5 * time.Second))
+	for log.MaxOffset("orders", 0) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Stop(); err != nil {
+		panic(err)
+	}
+
+	msgs, _ := log.Read("orders", 0, 0, 10)
+	fmt.Println(string(msgs[0].Body), msgs[0].Properties[schedule.PropUniqKey], len(msgs[0].Properties))
+	fmt.Println("level 2 next offset:", s.Progress()[2])
+	// Output:
+	// waits in SCHEDULE_TOPIC_XXXX queue 1
+	// check order 42 order-42 1
+	// level 2 next offset: 1
+}
