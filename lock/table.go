@@ -47,7 +47,8 @@ type Options struct {
 	// with group, queue, old and new client. Nil discards.
 	Logger *slog.Logger
 	// OnEvent, if set, is called synchronously after every lease change
-	// or refusal, outside the table's locks. It must be fast.
+	// or refusal, outside the table's locks. It must be fast. Events of
+	// concurrent calls may arrive out of order; Token orders handovers.
 	OnEvent func(Event)
 	// TokenBase makes every token issued greater than it. A host that
 	// restarts a table sets it to (at least) the last token the previous
