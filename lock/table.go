@@ -215,6 +215,9 @@ func (t *Table) tryLock(k key, clientID string, now time.Time) (Lease, bool) {
 func (t *Table) TryLockBatch(group string, qs []Queue, clientID string) []Queue {
 	if group == "" || clientID == "" {
 		err := validate(group, Queue{}, clientID)
+		if len(qs) == 0 {
+			t.reject("TryLockBatch", group, Queue{}, clientID, err)
+		}
 		for _, q := range qs {
 			t.reject("TryLockBatch", group, q, clientID, err)
 		}
