@@ -256,14 +256,14 @@ func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req
 			s.commitLocked(gt, d.qs)
 		}
 	}
-	if !gt.lock.owns(tok) {
-		return nil, seq, fmt.Errorf("pop %s@%s: group@topic lock was taken away during the read: %w", g, t, ErrLockTimeout)
-	}
 	if err := ctx.Err(); err != nil {
 		if req.FIFO && req.AttemptID != "" {
 			return nil, seq, fmt.Errorf("pop %s@%s attempt %q: %w: %w", g, t, req.AttemptID, ErrLockTimeout, err)
 		}
 		return nil, seq, fmt.Errorf("pop %s@%s: %w", g, t, err)
+	}
+	if !gt.lock.owns(tok) {
+		return nil, seq, fmt.Errorf("pop %s@%s: group@topic lock was taken away during the read: %w", g, t, ErrLockTimeout)
 	}
 	now = s.nowNanos()
 	out := make([]pick, 0, req.Max)
