@@ -32,6 +32,9 @@ const (
 	DefaultMaxBody   = 8 << 20 // a batch of a couple of 4 MiB messages, base64 aside
 	DefaultMaxPoll   = 30 * time.Second
 	DefaultHousekeep = 10 * time.Second
+	// DefaultWriteTimeout bounds writing an answer; a long poll adds its
+	// Poll to it.
+	DefaultWriteTimeout = 30 * time.Second
 )
 
 // Config is what the broker is started with; main fills it from flags.
@@ -43,6 +46,8 @@ type Config struct {
 	Levels  string // schedule delay levels; "" = schedule.DefaultLevels
 	MaxBody int64  // request body limit in bytes
 	MaxPoll time.Duration
+	// WriteTimeout is the server's per-answer write timeout.
+	WriteTimeout time.Duration
 	// Housekeep is how often silent consumer channels expire and expired
 	// queue leases are swept.
 	Housekeep time.Duration
@@ -74,6 +79,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPoll <= 0 {
 		c.MaxPoll = DefaultMaxPoll
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
 	}
 	if c.Housekeep <= 0 {
 		c.Housekeep = DefaultHousekeep

@@ -182,7 +182,7 @@ func (b *Broker) handlePop(w http.ResponseWriter, r *http.Request) (any, error) 
 	// The server's WriteTimeout counts from the request's arrival; a long
 	// poll gets its Poll on top. A FIFO pop with Poll 0 may still wait for
 	// the group lock up to pop's LockWait, which the base timeout covers.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(req.Poll + writeTimeout))
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(req.Poll + b.cfg.WriteTimeout))
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()

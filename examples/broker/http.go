@@ -12,13 +12,12 @@ import (
 	"time"
 )
 
-// Server timeouts. A long-polling pop extends its own write deadline past
-// its Poll (see handlePop), so WriteTimeout only has to cover ordinary
-// requests.
+// Server timeouts (the write timeout is Config.WriteTimeout). A
+// long-polling pop extends its own write deadline past its Poll (see
+// handlePop), so the write timeout only has to cover ordinary requests.
 const (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 30 * time.Second
-	writeTimeout      = 30 * time.Second
 	idleTimeout       = 120 * time.Second
 	maxHeaderBytes    = 64 << 10
 )
@@ -114,7 +113,7 @@ func (b *Broker) NewServer(addr string) *http.Server {
 		Handler:           b.Handler(),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
+		WriteTimeout:      b.cfg.WriteTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnContext:       b.connContext,
@@ -154,7 +153,10 @@ func (b *Broker) count(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.httpStats.Requests.Add(1)
 		sw := &statusWriter{ResponseWriter: w}
+		start := time.Now()
 		next.ServeHTTP(sw, r)
+		b.log.Debug("request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr,
+			"status", sw.status, "took", time.Since(start))
 		switch {
 		case sw.status >= 500:
 			b.httpStats.Failed.Add(1)

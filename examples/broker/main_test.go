@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// signal_test.go re-runs this test binary as the real program.
+	if args, ok := os.LookupEnv(childEnv); ok {
+		os.Args = append([]string{"broker"}, strings.Fields(args)...)
+		main()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -47,11 +55,14 @@ type testBroker struct {
 	served chan error
 }
 
-func startBroker(t *testing.T, dir string, clock *fakeClock) *testBroker {
+func startBroker(t *testing.T, dir string, clock *fakeClock, tweaks ...func(*Config)) *testBroker {
 	t.Helper()
 	cfg := Config{DataDir: dir, Tick: 10 * time.Millisecond}
 	if clock != nil {
 		cfg.Now = clock.Now
+	}
+	for _, f := range tweaks {
+		f(&cfg)
 	}
 	b, err := newBroker(cfg)
 	require.NoError(t, err)
