@@ -1,6 +1,7 @@
 package brokercore
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -34,14 +35,15 @@ func toStore(topic string, queueID int, m *message.Message, now time.Time) *stor
 
 // fromStore is the inverse of toStore. A message appended by something other
 // than a Publisher has no UUIDProperty; its UUID is then its position,
-// "topic/queue/offset", which is stable across redeliveries. The store gives
-// each Read a fresh copy, so the body is used without copying.
+// "topic/queue/offset", which is stable across redeliveries. Messages from
+// pop are shared with its in-flight table and later deliveries, so the body
+// is copied: a handler may modify its payload.
 func fromStore(m *store.Message) *message.Message {
 	uuid, ok := m.Properties[UUIDProperty]
 	if !ok {
 		uuid = fmt.Sprintf("%s/%d/%d", m.Topic, m.QueueID, m.QueueOffset)
 	}
-	msg := message.NewMessage(uuid, m.Body)
+	msg := message.NewMessage(uuid, bytes.Clone(m.Body))
 	for k, v := range m.Properties {
 		if k != UUIDProperty {
 			msg.Metadata[k] = v

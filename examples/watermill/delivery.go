@@ -30,6 +30,10 @@ func newBatch(ds []pop.Delivery) []inflight {
 	return b
 }
 
+// shortNackDelay is the longest FIFO nack delay the consumer waits out
+// before its next pop (see deliver).
+const shortNackDelay = 50 * time.Millisecond
+
 type outcome int
 
 const (
@@ -79,6 +83,13 @@ func (c *consumer) deliver(ctx context.Context, batch []inflight) {
 				// The rest of the batch must not overtake the nacked message:
 				// all of it goes back with the same delay, in order.
 				c.handBack(batch[i:], c.cfg.NackDelay, "nacked")
+				// The queue is blocked until the delay is over, and a pop
+				// that finds it blocked waits for pop's next tick (100 ms by
+				// default). For a short delay, waiting it out here first
+				// makes the redelivery come right after it.
+				if d := max(c.cfg.NackDelay, minHandBack); d <= shortNackDelay {
+					sleep(ctx, d+minHandBack)
+				}
 				return
 			}
 			c.handBack(batch[i:i+1], c.cfg.NackDelay, "nacked")
