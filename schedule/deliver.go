@@ -55,6 +55,7 @@ func (s *Scheduler) deliverDue(e *epoch, lv *level, c *cursor, now time.Time) st
 	out := make([]*store.Message, 0, len(msgs))
 	next := c.next
 	var pending time.Time // due time of the first message not due yet
+	firstDue := msgs[0].StoredAt.Add(lv.delay)
 	for _, m := range msgs {
 		// StoredAt never decreases along the log and the delay is the same
 		// for the whole queue, so the first message not due ends the batch.
@@ -63,13 +64,14 @@ func (s *Scheduler) deliverDue(e *epoch, lv *level, c *cursor, now time.Time) st
 			pending = due
 			break
 		}
-		if r, ok := restore(m); ok {
-			out = append(out, r)
+		offset := m.QueueOffset
+		if restore(m) {
+			out = append(out, m)
 		} else {
 			lv.malformed.Add(1)
-			s.log.Warn("schedule: record without scheduling properties skipped", "level", lv.n, "queue", lv.queue, "offset", m.QueueOffset)
+			s.log.Warn("schedule: record without scheduling properties skipped", "level", lv.n, "queue", lv.queue, "offset", offset)
 		}
-		next = m.QueueOffset + 1
+		next = offset + 1
 	}
 	if next == c.next { // nothing due
 		lv.oldestDue.Store(pending.UnixNano())
@@ -78,7 +80,7 @@ func (s *Scheduler) deliverDue(e *epoch, lv *level, c *cursor, now time.Time) st
 	if len(out) > 0 {
 		if err := s.src.Append(out...); err != nil {
 			lv.retried.Add(1)
-			lv.oldestDue.Store(msgs[0].StoredAt.Add(lv.delay).UnixNano())
+			lv.oldestDue.Store(firstDue.UnixNano())
 			s.log.Warn("schedule: append failed, will retry the same offset", "level", lv.n, "queue", lv.queue, "offset", c.next, "messages", len(out), "generation", e.n, "err", err)
 			return stepResult{failed: true}
 		}

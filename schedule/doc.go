@@ -45,7 +45,7 @@
 // # Defaults
 //
 // DefaultLevels (RocketMQ's 18 levels "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m
-// 9m 10m 20m 30m 1h 2h"), DefaultTick (100 ms), DefaultMaxBatch (256),
+// 9m 10m 20m 30m 1h 2h"), DefaultTick (100 ms), DefaultMaxBatch (1024),
 // MaxRetryBackoff (5 s), ProgressPath "" (memory only), Now time.Now, Logger
 // discarding.
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/brokercore/brokercore/store"
 )
@@ -70,35 +71,24 @@ func (s *Scheduler) Delay(m *store.Message, level int) (*store.Message, error) {
 	}, nil
 }
 
-// restore turns a message read from the schedule topic back into the message
-// the producer sent. ok is false for a record that lacks the scheduling
+// restore turns a message read from the schedule topic back, in place, into
+// the message the producer sent: real topic and queue, the scheduling
+// properties removed, the assigned fields cleared (the log assigns new ones).
+// ok is false, and m unchanged, for a record that lacks the scheduling
 // properties (written to Topic by someone else); it can never be delivered.
-// m is a fresh copy owned by the scheduler (Log.Read's contract), so its
-// slices are moved, not copied.
-func restore(m *store.Message) (out *store.Message, ok bool) {
+// m must be owned by the caller, as Log.Read's results are.
+func restore(m *store.Message) (ok bool) {
 	topic := m.Properties[PropRealTopic]
 	q, err := strconv.Atoi(m.Properties[PropRealQueue])
 	if topic == "" || topic == Topic || err != nil || q < 0 {
-		return nil, false
+		return false
 	}
-	props := make(map[string]string, len(m.Properties))
-	for k, v := range m.Properties {
-		switch k {
-		case PropRealTopic, PropRealQueue, PropDelayLevel:
-		default:
-			props[k] = v
-		}
-	}
-	return &store.Message{
-		Topic:          topic,
-		QueueID:        q,
-		Tags:           m.Tags,
-		Keys:           m.Keys,
-		Body:           m.Body,
-		Properties:     props,
-		BornAt:         m.BornAt,
-		ReconsumeTimes: m.ReconsumeTimes,
-	}, true
+	delete(m.Properties, PropRealTopic)
+	delete(m.Properties, PropRealQueue)
+	delete(m.Properties, PropDelayLevel)
+	m.Topic, m.QueueID = topic, q
+	m.QueueOffset, m.LogOffset, m.StoredAt = 0, 0, time.Time{}
+	return true
 }
 
 var (

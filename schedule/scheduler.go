@@ -35,8 +35,9 @@ const DefaultLevels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2
 const DefaultTick = 100 * time.Millisecond
 
 // DefaultMaxBatch is how many due messages one append carries at most when
-// Options.MaxBatch is 0. Progress is persisted once per batch.
-const DefaultMaxBatch = 256
+// Options.MaxBatch is 0 (the store's MaxReadBatch). Progress is persisted once
+// per batch, so a crash delivers at most this many messages of a level again.
+const DefaultMaxBatch = 1024
 
 // MaxRetryBackoff caps the wait between retries of a failed append. The wait
 // starts at one Tick and doubles; it is counted in ticks, so Stop ends it at
@@ -85,8 +86,11 @@ type Scheduler struct {
 	// level's mu sees a stable answer to "is my generation current".
 	cur atomic.Pointer[epoch]
 
-	saveMu sync.Mutex     // serializes progress file writes
-	all    sync.WaitGroup // every loop goroutine ever started
+	saveMu   sync.Mutex     // serializes progress file writes
+	saveReq  atomic.Uint64  // persist calls so far (tickets)
+	saveDone uint64         // every ticket up to this one is on disk; under saveMu
+	saveErr  error          // result of the last write; under saveMu
+	all      sync.WaitGroup // every loop goroutine ever started
 
 	// guardOff is a test-only switch that removes the generation guard and
 	// turns the lifecycle into the one of the field report (a shared
@@ -364,12 +368,22 @@ func (s *Scheduler) reload() error {
 	return nil
 }
 
-// persist writes every level's progress. Safe to call concurrently.
+// persist writes every level's progress; it returns once a write that
+// started after the call (so includes every offset stored before it) is on
+// disk. Concurrent calls share writes like a group commit: while one write
+// is being fsynced the others queue, and the next write covers them all.
 func (s *Scheduler) persist() error {
 	if s.path == "" {
 		return nil
 	}
+	ticket := s.saveReq.Add(1)
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
-	return saveProgress(s.path, s.Progress())
+	if s.saveDone >= ticket {
+		return s.saveErr
+	}
+	covers := s.saveReq.Load()
+	s.saveErr = saveProgress(s.path, s.Progress())
+	s.saveDone = covers
+	return s.saveErr
 }
