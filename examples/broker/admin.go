@@ -266,10 +266,10 @@ func (b *Broker) handleHeartbeat(_ http.ResponseWriter, r *http.Request) (any, e
 	if in.Subscriptions == nil {
 		changed, err = b.consumers.RegisterWithoutSub(in.Group, c)
 	} else {
-		subs := make([]consumer.Subscription, len(*in.Subscriptions))
-		if len(subs) > maxBatch {
+		if len(*in.Subscriptions) > maxBatch {
 			return nil, badField("subscriptions", "more than %d", maxBatch)
 		}
+		subs := make([]consumer.Subscription, len(*in.Subscriptions))
 		for i, s := range *in.Subscriptions {
 			f := "subscriptions[" + strconv.Itoa(i) + "]"
 			if err := validName(f+".topic", s.Topic); err != nil {

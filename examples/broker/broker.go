@@ -51,6 +51,10 @@ type Config struct {
 	// Housekeep is how often silent consumer channels expire and expired
 	// queue leases are swept.
 	Housekeep time.Duration
+	// OffsetFallback starts from offsets.json.bak (logged) when
+	// offsets.json is corrupt; without it such a start fails, so offsets
+	// are never silently reset.
+	OffsetFallback bool
 	// Tick is the scheduler's due-time re-check period (0 = its default).
 	Tick time.Duration
 	// Now is handed to every package (nil = time.Now); tests move it.
@@ -178,9 +182,10 @@ func newBroker(cfg Config) (_ *Broker, err error) {
 	}()
 
 	b.offsets, err = offset.Open(offset.Options{
-		Path:   filepath.Join(cfg.DataDir, "offsets.json"),
-		Now:    cfg.Now,
-		Logger: cfg.Logger.With("pkg", "offset"),
+		Path:             filepath.Join(cfg.DataDir, "offsets.json"),
+		FallbackToBackup: cfg.OffsetFallback,
+		Now:              cfg.Now,
+		Logger:           cfg.Logger.With("pkg", "offset"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("offsets: %w", err)

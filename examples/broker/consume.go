@@ -195,6 +195,12 @@ func (b *Broker) handlePop(w http.ResponseWriter, r *http.Request) (any, error) 
 	}
 	res, err := b.pop.Pop(ctx, req)
 	if err != nil {
+		switch {
+		case r.Context().Err() != nil:
+			return nil, errClientGone
+		case b.pollCtx.Err() != nil:
+			return nil, errShuttingDown
+		}
 		return nil, err
 	}
 	out := popOut{Messages: make([]deliveryOut, 0, len(res.Messages)), Invisible: res.Invisible.String(), Clamped: res.Clamped}

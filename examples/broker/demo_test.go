@@ -77,7 +77,7 @@ func TestRunServesAndExitsZeroOnSignal(t *testing.T) {
 		t.Fatal("run did not return after the signal")
 	}
 	assert.Less(t, time.Since(start), 5*time.Second, "the long poll held the shutdown")
-	<-polled
+	assert.Equal(t, http.StatusServiceUnavailable, statusOf(t, <-polled), "the woken long poll says why")
 	assert.Contains(t, errOut.String(), "brokercore broker listening")
 	assert.Contains(t, errOut.String(), "broker stopped cleanly")
 

@@ -39,6 +39,16 @@ var errorTable = []struct {
 	{pop.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
 }
 
+var (
+	// errShuttingDown answers a pop woken because the broker is stopping.
+	errShuttingDown = &apiError{Status: http.StatusServiceUnavailable, Message: "broker shutting down", Code: "shutting_down"}
+	// errClientGone is for a pop whose client went away: nobody reads it.
+	errClientGone = &apiError{Status: statusClientGone, Message: "client closed the request", Code: "client_gone"}
+)
+
+// statusClientGone is nginx's "client closed request".
+const statusClientGone = 499
+
 func (b *Broker) toAPIError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {

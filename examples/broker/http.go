@@ -176,9 +176,12 @@ func (b *Broker) api(h func(w http.ResponseWriter, r *http.Request) (any, error)
 		resp, err := h(w, r)
 		if err != nil {
 			ae := b.toAPIError(err)
-			if ae.Status >= 500 {
+			switch {
+			case ae.Status == statusClientGone:
+				b.log.Debug("client went away", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			case ae.Status >= 500 && ae.Code != "shutting_down":
 				b.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			} else {
+			default:
 				b.log.Info("request rejected", "method", r.Method, "path", r.URL.Path,
 					"remote", r.RemoteAddr, "status", ae.Status, "code", ae.Code, "field", ae.Field, "err", ae.Message)
 			}

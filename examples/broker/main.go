@@ -53,6 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	fs.StringVar(&cfg.Levels, "levels", schedule.DefaultLevels, "delay levels; level L is the L-th entry")
 	fs.Int64Var(&cfg.MaxBody, "max-body", DefaultMaxBody, "request body limit in bytes")
 	fs.DurationVar(&cfg.MaxPoll, "max-poll", DefaultMaxPoll, "longest long-poll wait a pop may ask for")
+	fs.BoolVar(&cfg.OffsetFallback, "offset-backup", false, "if offsets.json is corrupt, start from offsets.json.bak (logged) instead of refusing to start")
 	verbose := fs.Bool("v", false, "log every package's debug lines")
 	demo := fs.Bool("demo", false, "run a scripted tour against an in-process broker in a temporary directory, then exit")
 	if err := fs.Parse(args); err != nil {

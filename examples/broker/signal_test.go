@@ -107,7 +107,7 @@ func TestSIGTERMStopsTheProgramWithExitZeroAndLosesNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, time.Since(start), 5*time.Second, "the long poll held the shutdown")
 	assert.Contains(t, log.String(), "broker stopped cleanly")
-	<-polled
+	assert.Equal(t, http.StatusServiceUnavailable, statusOf(t, <-polled))
 
 	_, addr, _, _ = startChild(t, dir)
 	c.base = "http://" + addr
