@@ -32,6 +32,16 @@ func (s *Scheduler) step(e *epoch, lv *level, c *cursor) stepResult {
 	if !s.isCurrent(e) {
 		return stepResult{stale: true}
 	}
+	if lv.unsaved {
+		// The last batch's progress is not on disk. Delivering more would
+		// let a crash repeat more than the batch in flight, so hold back
+		// until the file can be written.
+		if err := s.persist(); err != nil {
+			s.log.Error("schedule: progress still not saved, delivery held back", "level", lv.n, "next", lv.next.Load(), "err", err)
+			return stepResult{failed: true}
+		}
+		lv.unsaved = false
+	}
 	return s.deliverDue(e, lv, c, s.now())
 }
 
@@ -94,13 +104,14 @@ func (s *Scheduler) deliverDue(e *epoch, lv *level, c *cursor, now time.Time) st
 		lv.oldestDue.Store(pending.UnixNano())
 	}
 	s.persistFrom(lv)
-	return stepResult{more: pending.IsZero()}
+	return stepResult{more: pending.IsZero() && !lv.unsaved}
 }
 
-// persistFrom records progress after a batch; a failure is logged and the
-// file is rewritten with the next batch or on Stop.
+// persistFrom records progress after a batch; the caller holds lv.mu. On a
+// failure the level delivers nothing more until a retry of the write works.
 func (s *Scheduler) persistFrom(lv *level) {
 	if err := s.persist(); err != nil {
+		lv.unsaved = true
 		s.log.Error("schedule: progress not saved", "level", lv.n, "next", lv.next.Load(), "err", err)
 	}
 }

@@ -40,7 +40,9 @@
 //     so consumers can recognise the duplicate.
 //   - A failed append is retried from the same offset with a backoff from one
 //     Tick doubling up to MaxRetryBackoff; progress never passes an
-//     undelivered message.
+//     undelivered message. A failed progress write is retried the same way,
+//     and until it succeeds the level delivers nothing more (so a crash still
+//     repeats at most one batch).
 //
 // # Defaults
 //

@@ -143,3 +143,26 @@ func FuzzDecodeProgress(f *testing.F) {
 		require.Equal(t, b, encodeProgress(p))
 	})
 }
+
+// TestUnsavedProgressHoldsBackTheNextBatch rules out a failed progress write
+// widening what a crash repeats: until the file is written again, the level
+// delivers nothing beyond the batch whose progress is unsaved.
+func TestUnsavedProgressHoldsBackTheNextBatch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sub")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	path := filepath.Join(dir, "progress")
+	s, l, clk := newTestScheduler(t, Options{Levels: "1s", MaxBatch: 2, ProgressPath: path})
+	produce(t, s, l, "t", 1, 6)
+	require.NoError(t, os.RemoveAll(dir)) // every write fails now
+	require.NoError(t, s.Start())
+	clk.Advance(time.Second)
+	waitUntil(t, "first batch", func() bool { return s.Stats().Delivered == 2 })
+	waitUntil(t, "a failed retry of the write", func() bool { return s.Stats().SaveFailed >= 2 })
+	assert.EqualValues(t, 2, s.Stats().Delivered, "no batch after the unsaved one")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	waitUntil(t, "the rest", func() bool { return s.Stats().Delivered == 6 })
+	require.NoError(t, s.Stop())
+	p, err := loadProgress(path)
+	require.NoError(t, err)
+	assert.Equal(t, map[int]int64{1: 6}, p)
+}

@@ -90,6 +90,7 @@ type Scheduler struct {
 	saveReq  atomic.Uint64  // persist calls so far (tickets)
 	saveDone uint64         // every ticket up to this one is on disk; under saveMu
 	saveErr  error          // result of the last write; under saveMu
+	saveFail atomic.Int64   // failed progress writes
 	all      sync.WaitGroup // every loop goroutine ever started
 
 	// guardOff is a test-only switch that removes the generation guard and
@@ -120,6 +121,7 @@ type level struct {
 	mu sync.Mutex
 
 	next      atomic.Int64 // next offset to deliver; written under mu
+	unsaved   bool         // the progress file lacks next (a write failed); under mu
 	oldestDue atomic.Int64 // unix nanos: due time of the oldest undelivered message; 0 none seen
 	delivered atomic.Int64
 	retried   atomic.Int64
@@ -255,6 +257,7 @@ type Stats struct {
 	Delivered  int64  // messages appended to their real topic
 	Retried    int64  // failed appends (each retried from the same offset)
 	Skipped    int64  // messages lost to retention before their delivery
+	SaveFailed int64  // failed progress file writes (delivery waits for the next good one)
 	Levels     []LevelStats
 }
 
@@ -275,7 +278,7 @@ type LevelStats struct {
 // Stats returns a snapshot of the counters.
 func (s *Scheduler) Stats() Stats {
 	now := s.now()
-	var st Stats
+	st := Stats{SaveFailed: s.saveFail.Load()}
 	if e := s.cur.Load(); e != nil {
 		st.Running, st.Generation = true, e.n
 	}
@@ -385,5 +388,8 @@ func (s *Scheduler) persist() error {
 	covers := s.saveReq.Load()
 	s.saveErr = saveProgress(s.path, s.Progress())
 	s.saveDone = covers
+	if s.saveErr != nil {
+		s.saveFail.Add(1)
+	}
 	return s.saveErr
 }

@@ -111,3 +111,27 @@ func TestLeaderFlapWithoutGenerationGuardDeliversTwice(t *testing.T) {
 	}
 	assert.Positive(t, twice, "without the guard the zombie twin must double-deliver")
 }
+
+// TestStopWaitsForTheInFlightAppendAndRecordsItsProgress rules out a Stop
+// that returns while its generation is still writing (the field report's
+// stop() only flipped a flag).
+func TestStopWaitsForTheInFlightAppendAndRecordsItsProgress(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "progress")
+	s, l, clk := newTestScheduler(t, Options{Levels: "1s", ProgressPath: path})
+	entered, release := make(chan struct{}), make(chan struct{})
+	l.setHook(func([]*store.Message) error { close(entered); <-release; return nil })
+	produce(t, s, l, "t", 1, 3)
+	require.NoError(t, s.Start())
+	clk.Advance(time.Second)
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop() }()
+	time.Sleep(20 * time.Millisecond)
+	require.Empty(t, stopped, "Stop returned while a delivery was mid-append")
+	close(release)
+	require.NoError(t, <-stopped)
+	p, err := loadProgress(path)
+	require.NoError(t, err)
+	assert.Equal(t, map[int]int64{1: 3}, p, "the in-flight batch's progress is recorded")
+	assert.EqualValues(t, 3, s.Stats().Delivered)
+}
