@@ -157,6 +157,7 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 			return 0, nil, s.fail(err)
 		}
 		p.q.next = p.qoff + 1
+		p.q.lastLog = p.entry.logOffset
 		m.QueueOffset, m.LogOffset, m.StoredAt = p.qoff, p.entry.logOffset, stored
 	}
 	s.written += int64(len(msgs))

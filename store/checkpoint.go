@@ -20,7 +20,7 @@ import (
 //
 // File layout: magic "BCCK", version byte, then uvarint Next, Segment, Pos,
 // varint LastStored seconds, uvarint nanoseconds, uvarint #queues and per
-// queue: string topic, uvarint id, next, min; last a CRC-32C of everything
+// queue: string topic, uvarint id, next, min, varint last log offset; last a CRC-32C of everything
 // before it. It is replaced atomically (temp file, fsync, rename, fsync dir).
 type checkpoint struct {
 	next       int64
@@ -34,6 +34,7 @@ type ckptQueue struct {
 	topic     string
 	id        int
 	next, min int64
+	lastLog   int64 // log offset of the queue's newest record, -1 if none
 }
 
 const (
@@ -54,6 +55,7 @@ func (c *checkpoint) encode() []byte {
 		b = binary.AppendUvarint(b, uint64(q.id))
 		b = binary.AppendUvarint(b, uint64(q.next))
 		b = binary.AppendUvarint(b, uint64(q.min))
+		b = binary.AppendVarint(b, q.lastLog)
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -87,6 +89,10 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		q.id = int(id)
 		q.next = d.offset()
 		q.min = d.offset()
+		q.lastLog = d.varint()
+		if q.lastLog < -1 {
+			d.fail("bad last log offset")
+		}
 		if q.min > q.next {
 			d.fail("queue min above next")
 		}

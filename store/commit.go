@@ -165,7 +165,7 @@ func (s *Store) checkpoint() error {
 			if err == nil {
 				err = flush(q.idx)
 			}
-			ck.queues = append(ck.queues, ckptQueue{topic: q.topic, id: q.id, next: q.next, min: q.min})
+			ck.queues = append(ck.queues, ckptQueue{topic: q.topic, id: q.id, next: q.next, min: q.min, lastLog: q.lastLog})
 		}
 	}
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // crash stops s the way a killed process stops: no final fsync by the store,
 // no checkpoint. It returns the durable point: the log bytes before
 // (segment path, position) hold every record acknowledged as synced.
-func crash(t testing.TB, s *Store) (string, int64) {
+func crash(t helperT, s *Store) (string, int64) {
 	t.Helper()
 	s.mu.Lock()
 	s.closed, s.filesClosed = true, true
@@ -38,7 +38,7 @@ func crash(t testing.TB, s *Store) (string, int64) {
 
 // chop cuts the log at a point at or after (durSeg, durPos) chosen by pick,
 // which gets the number of candidate bytes and returns how many to keep.
-func chop(t testing.TB, dir, durSeg string, durPos int64, pick func(n int64) int64) int64 {
+func chop(t helperT, dir, durSeg string, durPos int64, pick func(n int64) int64) int64 {
 	t.Helper()
 	segs, err := listSegments(filepath.Join(dir, "log"))
 	require.NoError(t, err)
@@ -71,6 +71,12 @@ func chop(t testing.TB, dir, durSeg string, durPos int64, pick func(n int64) int
 		rest -= sg.size - start
 	}
 	return total - keep
+}
+
+// helperT is what the helpers need from *testing.T and *rapid.T alike.
+type helperT interface {
+	require.TestingT
+	Helper()
 }
 
 // tailSegment returns the path of the last segment file.

@@ -167,6 +167,7 @@ type queue struct {
 	id      int
 	min     int64 // oldest readable offset (retention moves it up)
 	next    int64 // next offset to assign
+	lastLog int64 // log offset of the newest record, -1 if none
 	visible int64 // offsets below it are readable (lags next until fsync under SyncGroup)
 	idx     *indexFile
 }

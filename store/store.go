@@ -239,7 +239,7 @@ func (s *Store) loadIndex(tail tailInfo) error {
 			if err != nil {
 				return err
 			}
-			q.min, q.next = cq.min, cq.next
+			q.min, q.next, q.lastLog = cq.min, cq.next, cq.lastLog
 			q.idx.reset(cq.next)
 		}
 	}
@@ -272,6 +272,7 @@ func (s *Store) loadIndex(tail tailInfo) error {
 			return err
 		}
 		q.next++
+		q.lastLog = m.LogOffset
 		if m.StoredAt.After(s.lastStored) {
 			s.lastStored = m.StoredAt
 		}
@@ -283,8 +284,11 @@ func (s *Store) loadIndex(tail tailInfo) error {
 	}
 	s.stats.replayed.Store(int64(replayed))
 	if !valid && ck != nil {
-		// A queue the log no longer shows keeps the offsets the checkpoint
-		// gave it: offsets never go backwards, even for an emptied queue.
+		// A queue the log no longer shows: if retention took its records,
+		// it keeps the offsets the checkpoint gave it (offsets never go
+		// backwards, even for an emptied queue); if the tail cut took them,
+		// they were never durable and it restarts where the log still had
+		// records of it.
 		for _, cq := range ck.queues {
 			if s.queues[cq.topic][cq.id] != nil {
 				continue
@@ -293,8 +297,12 @@ func (s *Store) loadIndex(tail tailInfo) error {
 			if err != nil {
 				return err
 			}
-			q.min, q.next = cq.next, cq.next
-			q.idx.reset(cq.next)
+			next := cq.next
+			if cq.lastLog >= s.logMin {
+				next = cq.min
+			}
+			q.min, q.next, q.lastLog = next, next, -1
+			q.idx.reset(next)
 		}
 	}
 	if expect != s.written {
@@ -330,7 +338,7 @@ func (s *Store) queue(topic string, id int, create bool) (*queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &queue{topic: topic, id: id, idx: idx}
+	q := &queue{topic: topic, id: id, idx: idx, lastLog: -1}
 	if s.queues[topic] == nil {
 		s.queues[topic] = map[int]*queue{}
 	}
