@@ -51,7 +51,9 @@ func (s *Scheduler) deliverDue(e *epoch, lv *level, c *cursor, now time.Time) st
 		lv.skipped.Add(lo - c.next)
 		c.next = lo
 		lv.next.Store(lo)
-		s.persistFrom(lv)
+		if s.persistFrom(lv); lv.unsaved {
+			return stepResult{failed: true}
+		}
 	}
 	msgs, err := s.src.Read(Topic, lv.queue, c.next, s.maxBatch)
 	if err != nil {

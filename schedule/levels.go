@@ -9,11 +9,15 @@ import (
 
 // ParseLevels parses the string form of delay levels: durations separated by
 // white space, each a positive integer followed by one unit out of s, m, h, d
-// ("1s 5s 10s 30s 1m 2h 1d"). Level L is the L-th duration.
+// ("1s 5s 10s 30s 1m 2h 1d"), at most 65536 of them. Level L is the L-th
+// duration. Anything else is ErrInvalid.
 func ParseLevels(s string) ([]time.Duration, error) {
 	fields := strings.Fields(s)
 	if len(fields) == 0 {
 		return nil, fmt.Errorf("levels %q: no level: %w", s, ErrInvalid)
+	}
+	if len(fields) > maxProgressLevels {
+		return nil, fmt.Errorf("levels: %d levels, at most %d: %w", len(fields), maxProgressLevels, ErrInvalid)
 	}
 	out := make([]time.Duration, 0, len(fields))
 	for i, f := range fields {
