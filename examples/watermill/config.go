@@ -44,10 +44,11 @@ const UUIDProperty = "_watermill_message_uuid"
 // Config is not usable on its own: set Dir, or Store (and Pop for a
 // Subscriber). Every other zero field means its default.
 type Config struct {
-	// Dir is a data directory. The constructor opens a store there with a pop
-	// service wired to it (see OpenBackend) and the Publisher, the Subscriber,
-	// or the pair from NewPubSub closes them on Close. A directory is opened by
-	// one Backend at a time: to run several publishers and subscribers over one
+	// Dir is a data directory. The constructor opens a Backend there (the
+	// log in Dir/log, the pop service, the groups' committed offsets in
+	// Dir/offsets; see OpenBackend) and the Publisher, the Subscriber, or the
+	// pair from NewPubSub closes it on Close. A directory is opened by one
+	// Backend at a time: to run several publishers and subscribers over one
 	// directory, use NewPubSub, or OpenBackend once and pass Store and Pop.
 	Dir string
 	// StoreOptions and PopOptions are used when the constructor opens Dir.

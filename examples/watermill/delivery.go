@@ -74,15 +74,18 @@ func (c *consumer) deliver(ctx context.Context, batch []inflight) {
 			return
 		}
 		res := c.await(ctx, msg, batch[i:])
-		msgCancel()
+		// The message's context ends once its Ack or Nack took effect in
+		// pop (or the subscription ended).
 		switch res {
 		case acked:
 			c.ack(f)
+			msgCancel()
 		case nacked:
 			if c.cfg.FIFO {
 				// The rest of the batch must not overtake the nacked message:
 				// all of it goes back with the same delay, in order.
 				c.handBack(batch[i:], c.cfg.NackDelay, "nacked")
+				msgCancel()
 				// The queue is blocked until the delay is over, and a pop
 				// that finds it blocked waits for pop's next tick (100 ms by
 				// default). For a short delay, waiting it out here first
@@ -93,7 +96,9 @@ func (c *consumer) deliver(ctx context.Context, batch []inflight) {
 				return
 			}
 			c.handBack(batch[i:i+1], c.cfg.NackDelay, "nacked")
+			msgCancel()
 		case cancelled:
+			msgCancel()
 			return
 		}
 	}
