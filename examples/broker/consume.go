@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -69,8 +70,22 @@ type popOut struct {
 	Clamped   bool          `json:"clamped,omitempty"`
 }
 
+// ackIn acks one handle, or several with handles (each answered on its
+// own: one bad handle does not fail the others).
 type ackIn struct {
+	Handle  string   `json:"handle,omitempty"`
+	Handles []string `json:"handles,omitempty"`
+}
+
+type ackResult struct {
 	Handle string `json:"handle"`
+	Acked  bool   `json:"acked"`
+	Error  string `json:"error,omitempty"`
+	Code   string `json:"code,omitempty"`
+}
+
+type ackBatchOut struct {
+	Results []ackResult `json:"results"`
 }
 
 type changeIn struct {
@@ -210,12 +225,12 @@ func (b *Broker) handlePop(w http.ResponseWriter, r *http.Request) (any, error) 
 	return out, nil
 }
 
-func validHandle(h string) error {
+func validHandle(field, h string) error {
 	if h == "" {
-		return badField("handle", "must not be empty")
+		return badField(field, "must not be empty")
 	}
 	if len(h) > maxHandleLen {
-		return badField("handle", "longer than %d bytes", maxHandleLen)
+		return badField(field, "longer than %d bytes", maxHandleLen)
 	}
 	return nil
 }
@@ -226,13 +241,37 @@ func (b *Broker) handleAck(_ http.ResponseWriter, r *http.Request) (any, error) 
 	if err := decode(r, &in); err != nil {
 		return nil, err
 	}
-	if err := validHandle(in.Handle); err != nil {
-		return nil, err
+	if in.Handles == nil {
+		if err := validHandle("handle", in.Handle); err != nil {
+			return nil, err
+		}
+		if err := b.pop.Ack(in.Handle); err != nil {
+			return nil, err
+		}
+		return map[string]bool{"acked": true}, nil
 	}
-	if err := b.pop.Ack(in.Handle); err != nil {
-		return nil, err
+	switch {
+	case in.Handle != "":
+		return nil, badField("handles", "give handle or handles, not both")
+	case len(in.Handles) == 0:
+		return nil, badField("handles", "must not be empty")
+	case len(in.Handles) > maxBatch:
+		return nil, badField("handles", "more than %d handles", maxBatch)
 	}
-	return map[string]bool{"acked": true}, nil
+	for i, h := range in.Handles {
+		if err := validHandle(fmt.Sprintf("handles[%d]", i), h); err != nil {
+			return nil, err
+		}
+	}
+	out := ackBatchOut{Results: make([]ackResult, len(in.Handles))}
+	for i, h := range in.Handles {
+		out.Results[i] = ackResult{Handle: h, Acked: true}
+		if err := b.pop.Ack(h); err != nil {
+			ae := b.toAPIError(err)
+			out.Results[i] = ackResult{Handle: h, Error: ae.Message, Code: ae.Code}
+		}
+	}
+	return out, nil
 }
 
 // handleChangeInvisible: POST /v1/change-invisible. "0s" makes the message
@@ -243,7 +282,7 @@ func (b *Broker) handleChangeInvisible(_ http.ResponseWriter, r *http.Request) (
 	if err := decode(r, &in); err != nil {
 		return nil, err
 	}
-	if err := validHandle(in.Handle); err != nil {
+	if err := validHandle("handle", in.Handle); err != nil {
 		return nil, err
 	}
 	if in.Invisible == "" {

@@ -92,9 +92,17 @@ func TestEndToEndRestartReturnsNothingAckedAndLosesNothingUnacked(t *testing.T) 
 	}
 	assert.Equal(t, "1m0s", res.Invisible)
 
-	// ---- ack 0..3: the committed offset follows the lowest unacked.
-	for _, d := range res.Messages[:4] {
-		c.mustAck(t, d.Handle)
+	// ---- ack 0..3 (0 alone, 1..3 in one batch request): the committed
+	// offset follows the lowest unacked.
+	c.mustAck(t, res.Messages[0].Handle)
+	var acks ackBatchOut
+	require.NoError(t, c.call(ctx, "POST", "/v1/ack", ackIn{Handles: []string{
+		res.Messages[1].Handle, res.Messages[2].Handle, "garbage", res.Messages[3].Handle, res.Messages[0].Handle,
+	}}, &acks))
+	require.Len(t, acks.Results, 5)
+	for i, want := range []string{"", "", "bad_handle", "", "stale_handle"} {
+		assert.Equal(t, want, acks.Results[i].Code, i)
+		assert.Equal(t, want == "", acks.Results[i].Acked, i)
 	}
 	off := c.offset(t, group, topic, 0)
 	require.NotNil(t, off.Committed)

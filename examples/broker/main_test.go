@@ -55,7 +55,7 @@ type testBroker struct {
 	served chan error
 }
 
-func startBroker(t *testing.T, dir string, clock *fakeClock, tweaks ...func(*Config)) *testBroker {
+func startBroker(t testing.TB, dir string, clock *fakeClock, tweaks ...func(*Config)) *testBroker {
 	t.Helper()
 	cfg := Config{DataDir: dir, Tick: 10 * time.Millisecond}
 	if clock != nil {
@@ -75,7 +75,7 @@ func startBroker(t *testing.T, dir string, clock *fakeClock, tweaks ...func(*Con
 }
 
 // stop shuts the broker down the way main does; a second call is a no-op.
-func (tb *testBroker) stop(t *testing.T) {
+func (tb *testBroker) stop(t testing.TB) {
 	t.Helper()
 	if tb.served == nil {
 		return
@@ -89,7 +89,7 @@ func (tb *testBroker) stop(t *testing.T) {
 
 // client returns an API client with its own connections (its own consumer
 // channel); they are closed when the test ends.
-func (tb *testBroker) client(t *testing.T) (*apiClient, *http.Transport) {
+func (tb *testBroker) client(t testing.TB) (*apiClient, *http.Transport) {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &apiClient{base: tb.url, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}, tr
