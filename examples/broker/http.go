@@ -95,6 +95,7 @@ func (b *Broker) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/offsets", b.api(b.handleQueryOffset))
 	mux.HandleFunc("POST /v1/offsets/reset", b.api(b.handleReset))
 	mux.HandleFunc("GET /v1/stats", b.api(b.handleStats))
+	mux.HandleFunc("GET /stats", b.api(b.handleStats))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
