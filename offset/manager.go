@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -134,6 +135,9 @@ func Open(opts Options) (*Manager, error) {
 	if m.path == "" {
 		close(m.done)
 		return m, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(m.path), 0o755); err != nil {
+		return nil, fmt.Errorf("offset: open %s: %w", m.path, err)
 	}
 	if err := m.load(opts.FallbackToBackup); err != nil {
 		return nil, err
@@ -471,6 +475,9 @@ func (m *Manager) removeWhere(op string, match func(key) bool) {
 		})
 	}
 	m.markDirty()
+	if m.syncEvery && len(keys) > 0 {
+		m.Flush() // a failure is logged and counted; the next write retries
+	}
 }
 
 func (m *Manager) raiseFloor(epoch uint64) {

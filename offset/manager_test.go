@@ -305,3 +305,30 @@ func TestConcurrentCommitsAndResetsKeepEpochsIncreasing(t *testing.T) {
 	}
 	assert.Equal(t, uint64(200), m.Epoch("g", "t", 0))
 }
+
+func TestBackgroundFlushWritesDirtyStateAndCloseStopsIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "offsets") // Open creates the directory
+	m, err := Open(Options{Path: path, FlushEvery: time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, m.Commit("g", "t", 0, 7))
+	require.Eventually(t, func() bool { return m.Stats().Flushes > 0 }, 10*time.Second, time.Millisecond)
+	crash(m) // no final write: what is on disk came from the background flush
+	m2 := openT(t, Options{Path: path})
+	off, _ := m2.Committed("g", "t", 0)
+	assert.Equal(t, int64(7), off)
+	// goleak (TestMain) proves the loop of m is gone.
+}
+
+func TestStatsCountCommitsAcrossRemove(t *testing.T) {
+	m := openT(t, Options{})
+	require.NoError(t, m.Commit("g", "t", 0, 1))
+	require.NoError(t, m.CommitFenced("g", "t", 0, 2, 0))
+	require.NoError(t, m.CommitFenced("h", "t", 0, 2, 0))
+	m.Remove("g")
+	require.NoError(t, m.Commit("g", "t", 0, 1))
+	s := m.Stats()
+	assert.Equal(t, uint64(4), s.Commits)
+	assert.Equal(t, uint64(2), s.FencedCommits)
+	assert.Equal(t, 2, s.Keys)
+	assert.Equal(t, uint64(1), s.Removes)
+}

@@ -31,7 +31,7 @@ const (
 type Options struct {
 	// Path is the offset file. "" keeps offsets in memory only. Next to it
 	// the manager keeps Path+".bak" (the previous good file) and uses
-	// Path+".tmp" while writing. The directory must exist.
+	// Path+".tmp" while writing. Open creates the directory if needed.
 	Path string
 
 	// FlushEvery is the period of the background flush of a file-backed

@@ -159,7 +159,8 @@ type FencedCommitter interface {
 // dropped process queue is refused with ErrDropped; one whose epoch was
 // overtaken by a reset is refused by c with ErrStaleEpoch. The process
 // queue's lock is held during the call, so once a drop has returned no
-// commit of this instance can still land.
+// commit of this instance can still land; c must therefore not call back
+// into the QueueTable.
 func (pq *ProcessQueue) Commit(c FencedCommitter, group string, offset int64) error {
 	if pq == nil {
 		return fmt.Errorf("offset: commit from nil process queue: %w", ErrDropped)
