@@ -62,4 +62,9 @@
 //     it is skipped, logged and counted (LevelStats.Malformed).
 //   - The message returned by Delay is a fresh copy owned by the caller. The
 //     scheduler takes ownership of messages returned by Log.Read.
+//   - Log.Append runs under the level's lock, which Stop waits for: an Append
+//     (or a hook it calls, such as store.Options.OnAppend) must not call Start
+//     or Stop. Progress and Stats take no lock and are safe anywhere.
+//   - A Log.Append that fails after writing (a failed fsync) is retried, so
+//     that batch may arrive twice, recognisable by UNIQ_KEY.
 package schedule

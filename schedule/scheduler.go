@@ -172,6 +172,7 @@ func New(log Log, opts Options) (*Scheduler, error) {
 		s.lv = append(s.lv, &level{n: i + 1, queue: i, delay: d})
 	}
 	if err := s.reload(); err != nil {
+		s.log.Error("schedule: progress not loaded", "path", s.path, "err", err)
 		return nil, fmt.Errorf("new: %w", err)
 	}
 	return s, nil
