@@ -49,58 +49,61 @@ const (
 func (c *consumer) deliver(ctx context.Context, batch []inflight) {
 	defer c.handBack(batch, minHandBack, "subscription ended")
 	for i := range batch {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !c.deliverOne(ctx, batch, i) {
 			return
 		}
-		// Messages waiting behind slow handlers would otherwise reach their
-		// invisible time and go to another subscriber while still queued here.
-		c.extend(batch[i:], false)
-		f := &batch[i]
-		if f.lost {
-			continue
-		}
-		msg := fromStore(f.d.Message)
-		msgCtx, msgCancel := context.WithCancel(context.WithValue(ctx, deliveryKey{}, Delivery{
-			Topic:       f.d.Message.Topic,
-			QueueID:     f.d.Message.QueueID,
-			QueueOffset: f.d.Message.QueueOffset,
-			Attempts:    f.d.Attempts,
-		}))
-		msg.SetContext(msgCtx)
-		select {
-		case c.out <- msg:
-		case <-ctx.Done():
-			msgCancel()
-			return
-		}
-		res := c.await(ctx, msg, batch[i:])
-		// The message's context ends once its Ack or Nack took effect in
-		// pop (or the subscription ended).
-		switch res {
-		case acked:
-			c.ack(f)
-			msgCancel()
-		case nacked:
-			if c.cfg.FIFO {
-				// The rest of the batch must not overtake the nacked message:
-				// all of it goes back with the same delay, in order.
-				c.handBack(batch[i:], c.cfg.NackDelay, "nacked")
-				msgCancel()
-				// The queue is blocked until the delay is over, and a pop
-				// that finds it blocked waits for pop's next tick (100 ms by
-				// default). For a short delay, waiting it out here first
-				// makes the redelivery come right after it.
-				if d := max(c.cfg.NackDelay, minHandBack); d <= shortNackDelay {
-					sleep(ctx, d+minHandBack)
-				}
-				return
-			}
+	}
+}
+
+// deliverOne hands batch[i] out and settles it in pop. It reports whether
+// the rest of the batch may follow.
+func (c *consumer) deliverOne(ctx context.Context, batch []inflight, i int) bool {
+	// Messages waiting behind slow handlers would otherwise reach their
+	// invisible time and go to another subscriber while still queued here.
+	c.extend(batch[i:], false)
+	f := &batch[i]
+	if f.lost {
+		return true
+	}
+	msg := fromStore(f.d.Message)
+	msgCtx, msgCancel := context.WithCancel(context.WithValue(ctx, deliveryKey{}, Delivery{
+		Topic:       f.d.Message.Topic,
+		QueueID:     f.d.Message.QueueID,
+		QueueOffset: f.d.Message.QueueOffset,
+		Attempts:    f.d.Attempts,
+	}))
+	// The message's context ends once its Ack or Nack took effect in pop
+	// (or the subscription ended).
+	defer msgCancel()
+	msg.SetContext(msgCtx)
+	select {
+	case c.out <- msg:
+	case <-ctx.Done():
+		return false
+	}
+	switch c.await(ctx, msg, batch[i:]) {
+	case acked:
+		c.ack(f)
+		return true
+	case nacked:
+		if !c.cfg.FIFO {
 			c.handBack(batch[i:i+1], c.cfg.NackDelay, "nacked")
-			msgCancel()
-		case cancelled:
-			msgCancel()
-			return
+			return true
 		}
+		// The rest of the batch must not overtake the nacked message: all
+		// of it goes back with the same delay, in order.
+		c.handBack(batch[i:], c.cfg.NackDelay, "nacked")
+		msgCancel()
+		// The queue is blocked until the delay is over, and a pop that finds
+		// it blocked waits for pop's next tick (100 ms by default). For a
+		// short delay, waiting it out here first makes the redelivery come
+		// right after it.
+		if d := max(c.cfg.NackDelay, minHandBack); d <= shortNackDelay {
+			sleep(ctx, d+minHandBack)
+		}
+		return false
+	default:
+		return false
 	}
 }
 

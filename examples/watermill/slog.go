@@ -42,7 +42,7 @@ func (h *slogHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	var err error
 	r.Attrs(func(a slog.Attr) bool {
-		if e, ok := a.Value.Any().(error); ok && h.prefix == "" && (a.Key == "err" || a.Key == "error") && err == nil {
+		if e, ok := a.Value.Any().(error); ok && (a.Key == "err" || a.Key == "error") && err == nil {
 			err = e
 			return true
 		}
