@@ -132,4 +132,3 @@ func (m *Manager) persist(override map[key]record) error {
 	m.st.lastFlushBytes.Store(int64(len(data)))
 	return nil
 }
-
