@@ -298,6 +298,20 @@ func (m *Manager) Epoch(group, topic string, queueID int) uint64 {
 	return e.epoch.Load()
 }
 
+// Position returns the key's committed offset and epoch as one consistent
+// pair (and whether the key has an offset). Callers that read Epoch and
+// Committed separately should read Epoch first: a reset stores the offset
+// before the epoch, so a new epoch is never seen with the old offset.
+func (m *Manager) Position(group, topic string, queueID int) (offset int64, epoch uint64, ok bool) {
+	e, ok := m.entries.Load(key{group, topic, queueID})
+	if !ok {
+		return 0, 0, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.offset.Load(), e.epoch.Load(), true
+}
+
 // Lag returns max − committed, never negative (a key with no commit counts
 // as committed at 0). Invalid keys have no lag.
 func (m *Manager) Lag(group, topic string, queueID int, max int64) int64 {

@@ -332,3 +332,35 @@ func TestStatsCountCommitsAcrossRemove(t *testing.T) {
 	assert.Equal(t, 2, s.Keys)
 	assert.Equal(t, uint64(1), s.Removes)
 }
+
+func TestResetIsNeverSeenAsNewEpochWithOldOffset(t *testing.T) {
+	m := openT(t, Options{})
+	require.NoError(t, m.Commit("g", "t", 0, 1_000_000))
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(done)
+		for i := range 2000 {
+			_, err := m.Reset("g", "t", 0, int64(i))
+			assert.NoError(t, err)
+		}
+	})
+	for {
+		select {
+		case <-done:
+			wg.Wait()
+			return
+		default:
+		}
+		e := m.Epoch("g", "t", 0) // Epoch before Committed, as Position documents
+		off, _ := m.Committed("g", "t", 0)
+		if e > 0 {
+			require.Less(t, off, int64(2000), "epoch %d seen with the pre-reset offset", e)
+		}
+		off2, e2, ok := m.Position("g", "t", 0)
+		require.True(t, ok)
+		if e2 > 0 {
+			require.Equal(t, int64(e2-1), off2, "Position is one consistent pair")
+		}
+	}
+}

@@ -97,9 +97,11 @@ func (m *Manager) resetKeys(op string, rs []record) ([]uint64, error) {
 			if !loaded {
 				return newEntry(r.offset, r.epoch), false
 			}
+			// Offset before epoch: a reader that sees the new epoch (and
+			// reads Epoch before Committed) sees the new offset too.
 			e.mu.Lock()
-			e.epoch.Store(r.epoch)
 			e.offset.Store(r.offset)
+			e.epoch.Store(r.epoch)
 			e.mu.Unlock()
 			return e, false
 		})
