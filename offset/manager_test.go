@@ -364,3 +364,16 @@ func TestResetIsNeverSeenAsNewEpochWithOldOffset(t *testing.T) {
 		}
 	}
 }
+
+// popOffsets is pop.Offsets, copied (offset may not import pop): the Manager
+// must satisfy it exactly.
+type popOffsets interface {
+	Committed(group, topic string, queueID int) (int64, bool)
+	Epoch(group, topic string, queueID int) uint64
+	CommitFenced(group, topic string, queueID int, offset int64, epoch uint64) error
+}
+
+var (
+	_ popOffsets      = (*Manager)(nil)
+	_ FencedCommitter = (*Manager)(nil)
+)
