@@ -165,7 +165,8 @@ func (t *tables) apply(c change, evs *[]Event, log *slog.Logger) outcome {
 		out.topicsChanged = t.setSubs(c.group, g, c.subs)
 	}
 
-	if out.clientsChanged {
+	if out.clientsChanged && evs != nil {
+		// Building the set costs O(group size); only when someone listens.
 		emit(Event{Kind: EventChange, Group: c.group, Clients: g.snapshot()})
 	}
 	if len(g.clients) == 0 {
