@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/tidwall/wal"
 )
 
 // validate checks one message of a batch; it changes nothing.
@@ -89,8 +91,7 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 	}
 	// Assign offsets and placement without touching any shared state, so a
 	// refusal or an error below leaves everything as it was.
-	pl := make([]placed, len(msgs))
-	nextOf := map[*queue]int64{}
+	pl := s.plBuf[:0]
 	size := s.tailSize
 	type roll struct {
 		start    uint64
@@ -109,11 +110,13 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 		if err != nil {
 			return 0, nil, fmt.Errorf("store: open index of %s/%d: %w", m.Topic, m.QueueID, err)
 		}
-		qoff, ok := nextOf[q]
-		if !ok {
-			qoff = q.next
+		qoff := q.next
+		for j := i - 1; j >= 0; j-- { // batches are small: a scan beats a map
+			if pl[j].q == q {
+				qoff = pl[j].qoff + 1
+				break
+			}
 		}
-		nextOf[q] = qoff + 1
 		loff := s.written + int64(i)
 		c := *m
 		c.QueueOffset, c.LogOffset, c.StoredAt = qoff, loff, stored
@@ -124,8 +127,8 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 			return 0, nil, fmt.Errorf("%w: message %d encodes to %d bytes", ErrInvalid, i, n)
 		}
 		hdr := int64(uvarintLen(uint64(n)))
-		pl[i] = placed{q: q, qoff: qoff, pos: size + hdr, size: n,
-			entry: entry{logOffset: loff, storedAt: stored.UnixNano(), pos: size + hdr, size: uint32(n)}}
+		pl = append(pl, placed{q: q, qoff: qoff, pos: size + hdr, size: n,
+			entry: entry{logOffset: loff, storedAt: stored.UnixNano(), pos: size + hdr, size: uint32(n)}})
 		size += hdr + int64(n)
 		if size >= segSize { // wal closes the segment after this entry
 			rolls = append(rolls, roll{uint64(loff) + 2, size})
@@ -133,6 +136,7 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 		}
 	}
 	s.encBuf = buf
+	s.plBuf = pl[:0]
 	at := 0
 	for i := range pl {
 		s.batch.Write(uint64(s.written)+uint64(i)+1, buf[at:at+pl[i].size])
@@ -166,9 +170,12 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 	s.stats.messages.Add(uint64(len(msgs)))
 	s.stats.bytes.Add(uint64(len(buf)))
 	if len(buf) > 1<<20 {
-		s.encBuf = nil // do not pin a large batch's buffer
+		s.encBuf, s.batch = nil, wal.Batch{} // do not pin a large batch's buffers
 	}
 	var notes []notice
+	if s.opts.OnAppend != nil {
+		notes = make([]notice, 0, 1)
+	}
 	for i := range msgs {
 		p := pl[i]
 		if p.q.next != p.qoff+1 {
@@ -179,7 +186,9 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 		} else {
 			p.q.visible = p.q.next
 		}
-		notes = append(notes, notice{p.q.topic, p.q.id, p.q.next})
+		if notes != nil {
+			notes = append(notes, notice{p.q.topic, p.q.id, p.q.next})
+		}
 	}
 	return s.written, notes, nil
 }

@@ -154,11 +154,21 @@ func (x *indexFile) read(n int64, count int) ([]entry, error) {
 }
 
 func (x *indexFile) get(n int64) (entry, error) {
-	es, err := x.read(n, 1)
-	if err != nil {
-		return entry{}, err
+	if n >= x.flushed {
+		i := n - x.flushed
+		if (i+1)*entrySize > int64(len(x.buf)) {
+			return entry{}, fmt.Errorf("%w: index %s has no entry %d", ErrCorrupt, x.f.Name(), n)
+		}
+		return decodeEntry(x.buf[i*entrySize : (i+1)*entrySize])
 	}
-	return es[0], nil
+	var b [entrySize]byte
+	if n < 0 {
+		return entry{}, fmt.Errorf("%w: index entry %d", ErrCorrupt, n)
+	}
+	if _, err := x.f.ReadAt(b[:], n*entrySize); err != nil {
+		return entry{}, fmt.Errorf("%w: read index %s entry %d: %v", ErrCorrupt, x.f.Name(), n, err)
+	}
+	return decodeEntry(b[:])
 }
 
 // queue is the state of one (topic, queue): its offsets and its index file.

@@ -57,6 +57,7 @@ type Store struct {
 
 	batch  wal.Batch
 	encBuf []byte
+	plBuf  []placed
 
 	kick chan struct{}
 	stop chan struct{}

@@ -1,0 +1,244 @@
+package store
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/wal"
+)
+
+var body1K = []byte(strings.Repeat("x", 1024))
+
+func benchMsg(q int) *Message { return &Message{Topic: "bench", QueueID: q, Body: body1K} }
+
+func reportRate(b *testing.B, msgs int) {
+	b.ReportMetric(float64(msgs)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkAppendVsRawWal compares a SyncNone Append of a 1 KiB message with
+// a raw tidwall/wal Write of the same encoded bytes, in one run (target:
+// within 1.25×).
+func BenchmarkAppendVsRawWal(b *testing.B) {
+	b.Run("store", func(b *testing.B) {
+		s := openT(b, b.TempDir(), Options{Sync: SyncNone})
+		defer s.Close()
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body1K)))
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := s.Append(benchMsg(0)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportRate(b, b.N)
+	})
+	b.Run("rawwal", func(b *testing.B) {
+		m := benchMsg(0)
+		m.StoredAt = time.Now()
+		rec := appendRecord(nil, m, true) // the same bytes the store writes
+		l, err := wal.Open(b.TempDir(), &wal.Options{NoSync: true, SegmentSize: DefaultSegmentSize, SegmentCacheSize: 1, AllowEmpty: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body1K)))
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := l.Write(uint64(i)+1, rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportRate(b, b.N)
+	})
+}
+
+// BenchmarkAppend covers 1 KiB appends, single and in batches of 32, under
+// SyncNone and SyncGroup.
+func BenchmarkAppend(b *testing.B) {
+	for _, pol := range []SyncPolicy{SyncNone, SyncGroup} {
+		for _, size := range []int{1, 32} {
+			b.Run(fmt.Sprintf("%s/batch%d", pol, size), func(b *testing.B) {
+				s := openT(b, b.TempDir(), Options{Sync: pol})
+				defer s.Close()
+				batch := make([]*Message, size)
+				b.ReportAllocs()
+				b.SetBytes(int64(len(body1K) * size))
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					for j := range batch {
+						batch[j] = benchMsg(j % 4)
+					}
+					if err := s.Append(batch...); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportRate(b, b.N*size)
+			})
+		}
+	}
+}
+
+// BenchmarkAppendSyncGroupConcurrent measures group commit: 1 KiB single
+// appends from 1 and from 64 goroutines (target: 64 appenders ≥ 20× the
+// msgs/s of 1).
+func BenchmarkAppendSyncGroupConcurrent(b *testing.B) {
+	for _, n := range []int{1, 64} {
+		b.Run(fmt.Sprintf("appenders%d", n), func(b *testing.B) {
+			s := openT(b, b.TempDir(), Options{})
+			defer s.Close()
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w := 0; w < n; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := w; i < b.N; i += n {
+						if err := s.Append(benchMsg(w % 8)); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			reportRate(b, b.N)
+			st := s.Stats()
+			b.ReportMetric(float64(st.Messages)/float64(max(st.Syncs, 1)), "msgs/fsync")
+		})
+	}
+}
+
+func filled(b *testing.B, n int, o Options) *Store {
+	b.Helper()
+	s := openT(b, b.TempDir(), o)
+	batch := make([]*Message, 0, 256)
+	for i := 0; i < n; i++ {
+		batch = append(batch, benchMsg(0))
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := s.Append(batch...); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	return s
+}
+
+// BenchmarkReadSequential pages through one queue 32 messages at a time.
+func BenchmarkReadSequential(b *testing.B) {
+	const n = 20000
+	s := filled(b, n, Options{Sync: SyncNone})
+	defer s.Close()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body1K) * 32))
+	b.ResetTimer()
+	off := int64(0)
+	for i := 0; i < b.N; i++ {
+		got, err := s.Read("bench", 0, off, 32)
+		if err != nil || len(got) == 0 {
+			b.Fatal(err, len(got))
+		}
+		off += int64(len(got))
+		if off >= n {
+			off = 0
+		}
+	}
+	reportRate(b, b.N*32)
+}
+
+// BenchmarkOffsetAt looks up times in a queue of 100k messages.
+func BenchmarkOffsetAt(b *testing.B) {
+	clk := newClock()
+	start := clk.Now()
+	const n = 100000
+	s := openT(b, b.TempDir(), Options{Sync: SyncNone, Now: clk.Now})
+	defer s.Close()
+	small := []byte("x")
+	for i := 0; i < n; i += 100 {
+		batch := make([]*Message, 100)
+		for j := range batch {
+			batch[j] = &Message{Topic: "bench", Body: small}
+		}
+		if err := s.Append(batch...); err != nil {
+			b.Fatal(err)
+		}
+		clk.Add(time.Second)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t := start.Add(time.Duration(i%(n/100)) * time.Second)
+		if off := s.OffsetAt("bench", 0, t); off != int64(i%(n/100))*100 {
+			b.Fatalf("OffsetAt = %d", off)
+		}
+	}
+}
+
+// explicitlySelected reports whether -test.bench names this benchmark
+// literally, so the 1M-message benchmarks (a gigabyte of log) run only when
+// asked for.
+func explicitlySelected(name string) bool {
+	f := flag.Lookup("test.bench")
+	return f != nil && strings.Contains(f.Value.String(), name)
+}
+
+// BenchmarkReopen1M opens a store of 1M 1 KiB messages (target: < 1 s).
+// Run with -bench=Reopen1M -benchtime=3x.
+func BenchmarkReopen1M(b *testing.B) {
+	if !explicitlySelected("Reopen1M") {
+		b.Skip("writes 1 GiB; select explicitly with -bench=Reopen1M")
+	}
+	dir := b.TempDir()
+	s := openT(b, dir, Options{Sync: SyncNone})
+	fill(b, s, 1_000_000)
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := openT(b, dir, Options{Sync: SyncNone})
+		b.StopTimer()
+		if s.MaxOffset("bench", 0)+s.MaxOffset("bench", 1) != 1_000_000 {
+			b.Fatal("wrong count")
+		}
+		s.Close()
+		b.StartTimer()
+	}
+}
+
+func fill(b *testing.B, s *Store, n int) {
+	batch := make([]*Message, 0, 100)
+	for i := 0; i < n; i++ {
+		batch = append(batch, benchMsg(i%2))
+		if len(batch) == cap(batch) {
+			if err := s.Append(batch...); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+// BenchmarkHeap1M appends 1M 1 KiB messages and reports the live heap
+// afterwards (target: < 64 MiB). Run with -bench=Heap1M -benchtime=1x.
+func BenchmarkHeap1M(b *testing.B) {
+	if !explicitlySelected("Heap1M") {
+		b.Skip("writes 1 GiB; select explicitly with -bench=Heap1M")
+	}
+	for i := 0; i < b.N; i++ {
+		s := openT(b, b.TempDir(), Options{Sync: SyncNone})
+		fill(b, s, 1_000_000)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heap-MiB")
+		s.Close()
+	}
+}
