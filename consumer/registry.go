@@ -180,7 +180,19 @@ func (r *Registry) mutate(c change) outcome {
 	r.events.push(evs)
 	r.mu.Unlock()
 	r.events.drain()
+	if out.added > 0 || out.removed > 0 {
+		r.log.Debug("consumer: client set changed", "group", c.group, "channel", c.put.channelOr(c.drop),
+			"added", out.added, "removed", out.removed, "group_removed", out.groupRemoved)
+	}
 	return out
+}
+
+// channelOr returns the entry's channel, or ch for a nil entry.
+func (e *entry) channelOr(ch string) string {
+	if e == nil {
+		return ch
+	}
+	return e.client.ChannelID
 }
 
 // ChannelClosed removes the channel from every group registered on it and

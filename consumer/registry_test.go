@@ -168,7 +168,8 @@ func TestPanickingHandlerDoesNotWedgeDelivery(t *testing.T) {
 func TestScanRemovingLastClientFiresUnregisterAndCleansTopics(t *testing.T) {
 	clock := newFakeClock()
 	rec := &recorder{}
-	r := New(Options{Now: clock.Now, OnEvent: rec.On})
+	var logs bytes.Buffer
+	r := New(Options{Now: clock.Now, OnEvent: rec.On, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	_, _ = r.Register("g", cl("ch", "a"), []Subscription{{Topic: "t"}})
 	rec.Take()
 
@@ -186,6 +187,7 @@ func TestScanRemovingLastClientFiresUnregisterAndCleansTopics(t *testing.T) {
 	assert.Empty(t, r.GroupsOf("ch"))
 	assert.Empty(t, tableViolations(r))
 	assert.Equal(t, uint64(1), r.Stats().Expired)
+	assert.Contains(t, logs.String(), `registration expired" group=g channel=ch client=a`)
 }
 
 // TestHeartbeatOfOneGroupDoesNotKeepAnotherAlive rules out
