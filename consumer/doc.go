@@ -45,7 +45,8 @@
 // (its own changes are delivered after it returns). They are delivered on
 // the goroutine of a registry call: normally the call that caused them,
 // before it returns; if another goroutine is delivering at that moment, that
-// goroutine delivers them.
+// goroutine delivers them. A handler slower than the rate of changes keeps
+// the delivering call busy until the queue is empty; keep handlers short.
 //
 // Bad input (empty group, channel id or client id, empty topic) returns an
 // error wrapping ErrInvalid and changes nothing.

@@ -264,7 +264,7 @@ func (r *Registry) Scan() int {
 		return 1
 	})
 	for _, v := range victims {
-		r.count(r.t.apply(change{group: v.group, drop: v.channel, dropSeen: v.seen}, r.eventSink(&evs), r.log))
+		r.count(r.t.apply(change{group: v.group, drop: v.channel, expired: true, dropSeen: v.seen}, r.eventSink(&evs), r.log))
 	}
 	r.st.Expired += uint64(len(victims))
 	r.st.Events += uint64(len(evs))

@@ -87,8 +87,9 @@ type change struct {
 	put    *entry
 	drop   string
 	dropID string // when set, drop only if the entry has this client id
-	// dropSeen is the lastSeen an expiring Scan read before it marked the
-	// entry dead; it is reported in the ClientUnregister event.
+	// expired is set by Scan; dropSeen is the lastSeen it read before it
+	// marked the entry dead, reported in the ClientUnregister event.
+	expired  bool
 	dropSeen int64
 	setSubs  bool
 	subs     []Subscription
@@ -152,7 +153,7 @@ func (t *tables) apply(c change, evs *[]Event, log *slog.Logger) outcome {
 		}
 	} else if old := g.clients[c.drop]; old != nil && (c.dropID == "" || c.dropID == old.client.ClientID) {
 		gone := old.snapshot()
-		if c.dropSeen != 0 {
+		if c.expired {
 			gone.LastSeen = timeOf(c.dropSeen)
 		}
 		t.unlink(c.group, g, old)
