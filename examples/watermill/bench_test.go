@@ -18,6 +18,8 @@ import (
 // over a fresh data directory. BenchSubscriber never closes what it gets, so
 // the constructor registers the Close calls.
 func benchBrokercore(b *testing.B, cfg wmbc.Config) {
+	b.ReportAllocs()
+	defer reportRate(b)
 	tests.BenchSubscriber(b, func(n int) (message.Publisher, message.Subscriber) {
 		cfg.Dir = b.TempDir()
 		pub, sub, err := wmbc.NewPubSub(cfg)
@@ -52,9 +54,19 @@ func BenchmarkSubscriberFIFO(b *testing.B) {
 // gochannel Pub/Sub (as in gochannel's own BenchmarkSubscriber): the
 // reference for what the Watermill plumbing alone costs.
 func BenchmarkSubscriberGoChannel(b *testing.B) {
+	b.ReportAllocs()
+	defer reportRate(b)
 	tests.BenchSubscriber(b, func(n int) (message.Publisher, message.Subscriber) {
 		ps := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: int64(n)}, watermill.NopLogger{})
 		b.Cleanup(func() { require.NoError(b, ps.Close()) })
 		return ps, ps
 	})
+}
+
+// reportRate adds msgs/s: messages published and consumed end to end per
+// second of the timed part.
+func reportRate(b *testing.B) {
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "msgs/s")
+	}
 }
