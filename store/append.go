@@ -142,7 +142,7 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 		s.batch.Write(uint64(s.written)+uint64(i)+1, buf[at:at+pl[i].size])
 		at += pl[i].size
 	}
-	if err := s.wal.WriteBatch(&s.batch); err != nil {
+	if err := s.walWrite(&s.batch); err != nil {
 		return 0, nil, s.fail(fmt.Errorf("wal write: %w", err))
 	}
 	// The records are in the wal; from here on, memory follows.

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -179,6 +180,11 @@ func (s *Store) checkpoint() error {
 	// The log must be durable up to ck.next before the checkpoint claims it.
 	if err := s.syncOnce(); err != nil {
 		return err
+	}
+	idxDir, err := os.Open(filepath.Join(s.dir, "index")) // new index files
+	if err == nil {
+		files = append(files, idxDir)
+		defer idxDir.Close()
 	}
 	for _, f := range files {
 		if err := s.syncFile(f); err != nil {

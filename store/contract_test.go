@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/wal"
 )
 
 func TestBadInputIsErrInvalidAndWritesNothingOfTheBatch(t *testing.T) {
@@ -414,4 +415,30 @@ func TestConcurrentAppendsAndReadsStayDenseAndIntact(t *testing.T) {
 	rg.Wait()
 	assert.Equal(t, int64(writers/2*per), s.MaxOffset("t", 0))
 	assert.Equal(t, int64(writers*per*2), s.Stats().LogNext)
+}
+
+func TestFailedWritePutsTheStoreInAFailedStateWithNothingVisible(t *testing.T) {
+	for _, pol := range []SyncPolicy{SyncGroup, SyncNone} {
+		t.Run(pol.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openT(t, dir, Options{Sync: pol})
+			require.NoError(t, s.Append(msg("t", 0, "kept")))
+			s.mu.Lock()
+			s.walWrite = func(*wal.Batch) error { return errors.New("ENOSPC") }
+			s.mu.Unlock()
+			m := msg("t", 0, "lost")
+			require.ErrorIs(t, s.Append(m), ErrFailed)
+			assert.Zero(t, m.LogOffset, "a failed append assigns nothing")
+			assert.Equal(t, int64(1), s.MaxOffset("t", 0))
+			assert.Equal(t, int64(1), s.Stats().LogNext, "memory did not move past the disk")
+			require.ErrorIs(t, s.Append(msg("t", 0, "later")), ErrFailed)
+			_, err := s.ReadAt(0)
+			require.ErrorIs(t, err, ErrFailed)
+			require.Error(t, s.Close())
+
+			s = openT(t, dir, Options{})
+			defer s.Close()
+			assert.Equal(t, []string{"kept"}, readAll(t, s, "t", 0))
+		})
+	}
 }

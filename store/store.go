@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/tidwall/wal"
@@ -65,8 +64,10 @@ type Store struct {
 
 	stats counters
 
-	// syncFile is (*os.File).Sync; tests replace it to inject fsync failures.
+	// syncFile is (*os.File).Sync and walWrite is wal.WriteBatch; tests
+	// replace them to inject failures.
 	syncFile func(*os.File) error
+	walWrite func(*wal.Batch) error
 }
 
 // pendingVis is a queue's new MaxOffset that becomes visible once the log is
@@ -105,6 +106,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		syncFile: (*os.File).Sync,
 	}
 	s.cond = sync.NewCond(&s.mu)
+	s.walWrite = func(b *wal.Batch) error { return s.wal.WriteBatch(b) }
 	if err := os.MkdirAll(filepath.Join(dir, "index"), 0o750); err != nil {
 		return nil, err
 	}
@@ -122,21 +124,6 @@ func Open(dir string, opts Options) (*Store, error) {
 		go s.retainLoop()
 	}
 	return s, nil
-}
-
-// lockDir takes an exclusive flock on dir/LOCK so two Stores (in one process
-// or two) never write the same log.
-func (s *Store) lockDir() error {
-	f, err := os.OpenFile(filepath.Join(s.dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o640)
-	if err != nil {
-		return err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return fmt.Errorf("store: %s is in use: %w", s.dir, err)
-	}
-	s.lockF = f
-	return nil
 }
 
 func (s *Store) open() error {
@@ -181,12 +168,24 @@ func (s *Store) open() error {
 	}
 	s.segs = segs
 	s.tailSize = segs[len(segs)-1].size
+	// wal may just have created the directory and the first segment.
+	for _, d := range []string{s.walDir, filepath.Join(s.dir, "index"), s.dir} {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
 	s.logMin = int64(segs[0].start) - 1
 	if err := s.syncFile(segs[len(segs)-1].f); err != nil {
 		return err
 	}
-	if err := s.loadIndex(tail); err != nil {
-		return err
+	if err := s.loadIndex(tail, true); err != nil {
+		// The index is derived data: whatever is wrong with it (a lost or
+		// damaged file), it can be rebuilt from the log.
+		s.log.Warn("store: index unusable, rebuilding it from the log", "dir", s.dir, "err", err)
+		s.closeIndex()
+		if err := s.loadIndex(tail, false); err != nil {
+			return err
+		}
 	}
 	s.durable = s.written
 	return nil
@@ -194,13 +193,13 @@ func (s *Store) open() error {
 
 // loadIndex brings the index up to the log: from the checkpoint when it is
 // consistent with the log, else rebuilt from the oldest segment.
-func (s *Store) loadIndex(tail tailInfo) error {
+func (s *Store) loadIndex(tail tailInfo, trust bool) error {
 	ck, err := readCheckpoint(s.dir)
 	if err != nil {
 		s.log.Warn("store: unreadable checkpoint, rebuilding the index from the log", "dir", s.dir, "err", err)
 		ck = nil
 	}
-	valid := ck != nil && ck.next <= s.written && ck.next >= s.logMin
+	valid := trust && ck != nil && ck.next <= s.written && ck.next >= s.logMin
 	fromSeg, fromPos := 0, int64(0)
 	if valid {
 		fromSeg = -1
@@ -214,7 +213,7 @@ func (s *Store) loadIndex(tail tailInfo) error {
 		}
 		valid = fromSeg >= 0
 	}
-	if ck != nil && !valid {
+	if ck != nil && !valid && trust {
 		s.log.Warn("store: checkpoint does not match the log, rebuilding the index",
 			"dir", s.dir, "checkpoint", ck.next, "log_min", s.logMin, "log_next", s.written)
 	}
@@ -317,6 +316,9 @@ func (s *Store) loadIndex(tail tailInfo) error {
 			if err := s.raiseMin(q); err != nil {
 				return err
 			}
+			if err := checkNewest(q); err != nil {
+				return err
+			}
 			q.visible = q.next
 		}
 	}
@@ -370,6 +372,23 @@ func (s *Store) raiseMin(q *queue) error {
 }
 
 func (q *queue) queueID() int { return q.id }
+
+// checkNewest verifies that a queue's index ends where its state says, so a
+// damaged or stale index file is caught (and rebuilt) at Open rather than
+// at a Read.
+func checkNewest(q *queue) error {
+	if q.next <= q.min || q.lastLog < 0 {
+		return nil
+	}
+	e, err := q.idx.get(q.next - 1)
+	if err != nil {
+		return fmt.Errorf("%s/%d: %w", q.topic, q.id, err)
+	}
+	if e.logOffset != q.lastLog {
+		return fmt.Errorf("%w: %s/%d index ends at log offset %d, expected %d", ErrCorrupt, q.topic, q.id, e.logOffset, q.lastLog)
+	}
+	return nil
+}
 
 // usable reports why calls must be refused, if they must. Callers hold mu.
 func (s *Store) usable() error {
@@ -425,6 +444,22 @@ func (s *Store) Close() error {
 	return err
 }
 
+// closeIndex closes and forgets the index files (before a rebuild).
+func (s *Store) closeIndex() {
+	if s.lidx != nil {
+		s.lidx.f.Close()
+		s.lidx = nil
+	}
+	for _, qs := range s.queues {
+		for _, q := range qs {
+			q.idx.f.Close()
+		}
+	}
+	s.queues = map[string]map[int]*queue{}
+	s.nq = 0
+	s.lastStored = time.Time{}
+}
+
 func (s *Store) closeFiles() error {
 	var errs []error
 	if s.wal != nil {
@@ -437,14 +472,7 @@ func (s *Store) closeFiles() error {
 			sg.f.Close()
 		}
 	}
-	if s.lidx != nil {
-		s.lidx.f.Close()
-	}
-	for _, qs := range s.queues {
-		for _, q := range qs {
-			q.idx.f.Close()
-		}
-	}
+	s.closeIndex()
 	if s.lockF != nil {
 		s.lockF.Close() // releases the flock
 	}
