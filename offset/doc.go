@@ -18,6 +18,12 @@
 // the next epoch of any re-created key starts above. Clone is a reset of
 // every destination key.
 //
+// Position returns a key's offset and epoch as one consistent pair; callers
+// that use Epoch and Committed separately should read Epoch first (a reset
+// stores the offset before the epoch). Remove(group) and RemoveTopic(group,
+// topic) delete keys; Groups and Topics list them; Lag is max − committed,
+// never negative. Stats returns plain counters.
+//
 // Commits are lock-free apart from per-key state: the table is an
 // xsync.MapOf keyed by a comparable struct, a plain commit is one atomic
 // swap and a fenced commit holds only its key's mutex.
