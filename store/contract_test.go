@@ -442,3 +442,27 @@ func TestFailedWritePutsTheStoreInAFailedStateWithNothingVisible(t *testing.T) {
 		})
 	}
 }
+
+func TestRetentionFreesIndexSpaceButKeepsOffsets(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Sync: SyncNone, SegmentSize: 64 << 10, MaxBytes: 128 << 10}
+	s := openT(t, dir, o)
+	defer s.Close()
+	small := make([]*Message, 1000)
+	for round := 0; round < 4; round++ {
+		for i := range small {
+			small[i] = msg("t", 0, "x")
+		}
+		require.NoError(t, s.Append(small...))
+	}
+	fillSegments(t, s, "t", 2000) // pushes the small ones out
+	_, err := s.Retain()
+	require.NoError(t, err)
+	minOff := s.MinOffset("t", 0)
+	require.Greater(t, minOff, int64(4000))
+	got, err := s.Read("t", 0, minOff, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 10)
+	assert.Equal(t, minOff, got[0].QueueOffset)
+	assert.Equal(t, int64(6000), s.MaxOffset("t", 0))
+}

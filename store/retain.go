@@ -30,41 +30,71 @@ func (s *Store) Retain() (segments int, err error) {
 	if err := s.checkpoint(); err != nil {
 		return 0, err
 	}
+	n, trims, err := s.dropSegments(n)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	// Persist the raised minimums before freeing index space below them, so
+	// a reopen never looks up an entry that is gone.
+	if err := s.checkpoint(); err != nil {
+		return n, err
+	}
+	for _, tr := range trims {
+		s.trimIndex(tr.x, tr.below)
+	}
+	return n, nil
+}
+
+type trim struct {
+	x     *indexFile
+	below int64
+}
+
+// dropSegments removes the n oldest segments and raises every queue's
+// minimum past them; it returns the index space that may be freed.
+func (s *Store) dropSegments(n int) (int, []trim, error) {
 	s.ioMu.Lock()
 	defer s.ioMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usable(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if n >= len(s.segs) {
 		n = len(s.segs) - 1
 	}
-	drop := s.segs[:n]
-	for _, sg := range drop { // oldest first: a crash leaves a contiguous log
+	for _, sg := range s.segs[:n] { // oldest first: a crash leaves a contiguous log
 		sg.f.Close()
 		if err := os.Remove(sg.path); err != nil {
-			return 0, s.fail(fmt.Errorf("retention: %w", err))
+			return 0, nil, s.fail(fmt.Errorf("retention: %w", err))
 		}
 	}
 	s.segs = append([]*segment(nil), s.segs[n:]...)
 	s.logMin = int64(s.segs[0].start) - 1
 	if err := syncDir(s.walDir); err != nil {
-		return 0, s.fail(fmt.Errorf("retention: %w", err))
+		return 0, nil, s.fail(fmt.Errorf("retention: %w", err))
 	}
+	trims := []trim{{s.lidx, min(s.logMin, s.lidx.flushed)}}
 	for _, qs := range s.queues {
 		for _, q := range qs {
 			if err := s.raiseMin(q); err != nil {
-				return 0, s.fail(err)
+				return 0, nil, s.fail(err)
 			}
+			trims = append(trims, trim{q.idx, min(q.min, q.idx.flushed)})
 		}
 	}
 	s.stats.retained.Add(uint64(n))
 	s.log.Info("store: retention dropped segments", "dir", s.dir, "segments", n,
 		"log_min", s.logMin, "max_age", s.opts.MaxAge, "max_bytes", s.opts.MaxBytes)
-	s.ckptDue = true // persist the new minimums
-	s.kickCommitter()
-	return n, nil
+	return n, trims, nil
+}
+
+// trimIndex frees the disk space of index entries below n (best effort: a
+// failure only costs disk space, so it is logged, not fatal).
+func (s *Store) trimIndex(x *indexFile, n int64) {
+	if err := punchHole(x.f, n*entrySize); err != nil {
+		s.log.Warn("store: could not free retained index space", "file", x.f.Name(), "err", err)
+	}
 }
 
 // retainable counts the leading segments retention may drop. Callers hold mu.
