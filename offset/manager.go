@@ -425,6 +425,8 @@ func (m *Manager) raiseFloor(epoch uint64) {
 // Close stops the background flush, waits for it, writes the file a last
 // time and refuses further writes with ErrClosed. Reads keep answering from
 // memory. Close is idempotent; later calls return the first call's result.
+// A commit that runs concurrently with Close may land after the last write:
+// stop committing before closing.
 func (m *Manager) Close() error {
 	m.closeOnce.Do(func() { m.closeErr = m.shutdown(true) })
 	return m.closeErr

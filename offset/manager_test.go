@@ -3,6 +3,7 @@ package offset
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -377,3 +378,46 @@ var (
 	_ popOffsets      = (*Manager)(nil)
 	_ FencedCommitter = (*Manager)(nil)
 )
+
+func TestResetAfterRemovesRacingWithCommitsStartsAboveEveryRemovedEpoch(t *testing.T) {
+	m := openT(t, Options{})
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 4 {
+		wg.Go(func() {
+			for i := int64(0); ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				q := int(i % 4)
+				assert.NoError(t, m.Commit("g", "t", q, i))
+				if err := m.CommitFenced("g", "t", q, i, m.Epoch("g", "t", q)); err != nil {
+					assert.ErrorIs(t, err, ErrStaleEpoch) // a reset or remove in between
+				}
+				if w == 0 && i%16 == 0 {
+					_, err := m.Reset("g", "t", q, 0)
+					assert.NoError(t, err)
+				}
+			}
+		})
+	}
+	var highest uint64
+	for range 200 {
+		for q := range 4 {
+			highest = max(highest, m.Epoch("g", "t", q))
+		}
+		m.Remove("g")
+		runtime.Gosched()
+	}
+	close(stop)
+	wg.Wait()
+	for q := range 4 {
+		highest = max(highest, m.Epoch("g", "t", q))
+	}
+	assert.Positive(t, m.Stats().Removes)
+	e, err := m.Reset("g", "t", 0, 0)
+	require.NoError(t, err)
+	assert.Greater(t, e, highest, "a reset after removals starts above every epoch seen")
+}
