@@ -44,8 +44,15 @@ func (s *Store) Append(msgs ...*Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	total := 0
 	for i, m := range msgs {
-		if err := s.validate(i, m); err != nil {
+		err := s.validate(i, m)
+		if err == nil {
+			if total += len(m.Body) + metaSize(m); total > MaxBatchBytes {
+				err = fmt.Errorf("%w: batch of %d messages is over %d bytes", ErrInvalid, len(msgs), MaxBatchBytes)
+			}
+		}
+		if err != nil {
 			s.stats.rejected.Add(1)
 			s.log.Warn("store: append rejected", "err", err)
 			return err

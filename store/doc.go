@@ -54,9 +54,11 @@
 //
 // # Caveats
 //
-// One Store per directory (an flock on dir/LOCK enforces it). Retention
-// drops whole segments only, never the one being written; the index files
-// are not trimmed by retention (they take 32 bytes per message). The log
-// directory belongs to the store: tidwall/wal's TruncateFront/TruncateBack
-// are never used on it.
+// One Store per directory (an flock on dir/LOCK enforces it on Unix).
+// Retention drops whole segments only, never the one being written. Index
+// entries take 32 bytes per message per file (queue and log); retention frees
+// their disk blocks by punching holes (Linux), the files keep their logical
+// size. Every segment and every queue's index file stays open while the
+// Store is. The log directory belongs to the store: tidwall/wal's
+// TruncateFront/TruncateBack are never used on it.
 package store

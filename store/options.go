@@ -49,6 +49,9 @@ const (
 	// MaxMetadataSize bounds the rest of a message: topic, tags, keys and
 	// properties together.
 	MaxMetadataSize = 1 << 20
+	// MaxBatchBytes bounds the bodies and metadata of one Append batch
+	// together (and MaxMessageSize).
+	MaxBatchBytes = 256 << 20
 	// MaxReadBatch is the most messages one Read returns; a larger max is
 	// clamped (callers page by QueueOffset).
 	MaxReadBatch = 1024

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/wal"
 )
 
 // writeThree appends three single-message batches and a 3-message batch and
@@ -219,4 +220,25 @@ func TestLostOrDamagedIndexIsRebuiltFromTheLog(t *testing.T) {
 	assert.Equal(t, []string{"a", "b", "c", "d", "f"}, readAll(t, s, "t", 0))
 	assert.Equal(t, []string{"e"}, readAll(t, s, "t", 1))
 	assert.Contains(t, logs.String(), "index unusable")
+}
+
+// TestTornTailThatRawWalRefusesIsRepairedByOpen shows why the store repairs
+// the tail itself: tidwall/wal v1.2.1 fails to open the very same files.
+func TestTornTailThatRawWalRefusesIsRepairedByOpen(t *testing.T) {
+	dir := t.TempDir()
+	writeThree(t, dir, Options{})
+	path := tailSegment(t, dir)
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(path, info.Size()-1))
+
+	raw, err := wal.Open(filepath.Join(dir, "log"), &wal.Options{NoSync: true, AllowEmpty: true})
+	if err == nil {
+		raw.Close()
+	}
+	require.ErrorIs(t, err, wal.ErrCorrupt, "raw wal cannot open a torn tail")
+
+	s := openT(t, dir, Options{})
+	defer s.Close()
+	assert.Equal(t, []string{"a", "b", "c"}, readAll(t, s, "t", 0))
 }

@@ -95,6 +95,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Sync < SyncGroup || opts.Sync > SyncNone {
 		return nil, fmt.Errorf("%w: unknown sync policy %d", ErrInvalid, opts.Sync)
 	}
+	if opts.MaxMessageSize > MaxBatchBytes {
+		return nil, fmt.Errorf("%w: MaxMessageSize %d above %d", ErrInvalid, opts.MaxMessageSize, MaxBatchBytes)
+	}
 	s := &Store{
 		dir:      dir,
 		walDir:   filepath.Join(dir, "log"),
