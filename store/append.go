@@ -54,7 +54,11 @@ func (s *Store) Append(msgs ...*Message) error {
 		}
 		if err != nil {
 			s.stats.rejected.Add(1)
-			s.log.Warn("store: append rejected", "err", err)
+			if m != nil {
+				s.log.Warn("store: append rejected", "topic", m.Topic, "queue", m.QueueID, "batch", len(msgs), "err", err)
+			} else {
+				s.log.Warn("store: append rejected", "batch", len(msgs), "err", err)
+			}
 			return err
 		}
 	}

@@ -466,3 +466,21 @@ func TestRetentionFreesIndexSpaceButKeepsOffsets(t *testing.T) {
 	assert.Equal(t, minOff, got[0].QueueOffset)
 	assert.Equal(t, int64(6000), s.MaxOffset("t", 0))
 }
+
+func TestSyncIntervalMakesRecordsReadableAtOnceAndFsyncsInTheBackground(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{Sync: SyncInterval, SyncEvery: 5 * time.Millisecond})
+	defer s.Close()
+	require.NoError(t, s.Append(msg("t", 0, "a")))
+	assert.Equal(t, int64(1), s.MaxOffset("t", 0), "readable before any fsync")
+	waitFor(t, func() bool { return s.Stats().Syncs > 0 })
+}
+
+func TestRejectedAppendIsLoggedWithItsKeys(t *testing.T) {
+	var logs logBuffer
+	s := openT(t, t.TempDir(), Options{Logger: logs.logger()})
+	defer s.Close()
+	require.ErrorIs(t, s.Append(msg("orders", -2, "x")), ErrInvalid)
+	assert.Contains(t, logs.String(), "append rejected")
+	assert.Contains(t, logs.String(), "topic=orders")
+	assert.Contains(t, logs.String(), "queue=-2")
+}
