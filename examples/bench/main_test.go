@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tinySizes run every case of every workload in about a second: enough to
+// catch an API drift in store, pop, wal or nats that would rot the command.
+var tinySizes = sizes{reps: 2, appendN: 300, durableN: 40, durableT: 50 * time.Millisecond,
+	consumeN: 200, reopenN: 500, reopenMsg: 64}
+
+// TestEveryCaseRunsAndLeavesNoDataBehind runs every workload at a tiny size
+// and checks that each row made it into the table without failing, that the
+// reopen rows saw every message, and that the data root was removed.
+func TestEveryCaseRunsAndLeavesNoDataBehind(t *testing.T) {
+	parent := t.TempDir()
+	var out bytes.Buffer
+	progress := timedWriter{t}
+	cfg := &config{sizes: tinySizes, quick: true, dir: parent, workloads: allWorkloads, out: &out, progress: progress}
+	res, err := run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report(&out, cfg, res, time.Now(), loadAvg())
+	t.Log("\n" + out.String())
+	for _, r := range res {
+		if r.err != nil {
+			t.Errorf("%s / %s failed: %v", r.c.workload, r.c.system, r.err)
+			continue
+		}
+		if len(r.samples) != cfg.reps {
+			t.Errorf("%s / %s: %d samples, want %d", r.c.workload, r.c.system, len(r.samples), cfg.reps)
+		}
+		for _, s := range r.samples {
+			if s.msgs <= 0 || s.elapsed <= 0 || len(s.lat) == 0 {
+				t.Errorf("%s / %s: empty sample %+v", r.c.workload, r.c.system, s)
+			}
+		}
+		if !strings.Contains(out.String(), "| "+r.c.system+" |") {
+			t.Errorf("row %q missing from the table", r.c.system)
+		}
+	}
+	if len(res) != 18 {
+		t.Errorf("%d cases, want 18", len(res))
+	}
+	for _, v := range []string{"nats-server/v2 v", "nats.go v", "tidwall/wal v"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("versions line lacks %q", v)
+		}
+	}
+	left, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("data left behind under %s: %v", parent, left)
+	}
+}
+
+// TestWorkloadFilterKeepsTableOrderAndRejectsUnknownNames guards -workloads.
+func TestWorkloadFilterKeepsTableOrderAndRejectsUnknownNames(t *testing.T) {
+	got, err := parseWorkloads("reopen, append")
+	if err != nil || strings.Join(got, ",") != "append,reopen" {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	if _, err := parseWorkloads("append,fsync"); err == nil {
+		t.Fatal("unknown workload accepted")
+	}
+	if got, _ := parseWorkloads(""); len(got) != len(allWorkloads) {
+		t.Fatalf("empty filter ran %v", got)
+	}
+}
+
+type timedWriter struct{ t *testing.T }
+
+func (w timedWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s %s", time.Now().Format("15:04:05.000"), strings.TrimSpace(string(p)))
+	return len(p), nil
+}

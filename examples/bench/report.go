@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+)
+
+// row is the aggregate of one case over its repetitions.
+type row struct {
+	r        *results
+	msgs     int64
+	rate     float64 // messages per second over all repetitions
+	mbps     float64 // body MB (10^6 bytes) per second
+	p50, p99 time.Duration
+	spread   float64 // (max-min)/median of the per-repetition rates; -1 = one repetition
+	diskPer  float64 // bytes on disk per message, 0 = not measured
+}
+
+func aggregate(r *results) row {
+	w := row{r: r, spread: -1}
+	var el time.Duration
+	var bytes, disk, diskMsgs int64
+	var lat []time.Duration
+	var rates []float64
+	for _, s := range r.samples {
+		w.msgs += s.msgs
+		bytes += s.bytes
+		el += s.elapsed
+		lat = append(lat, s.lat...)
+		rates = append(rates, float64(s.msgs)/s.elapsed.Seconds())
+		if s.disk > 0 {
+			disk += s.disk
+			diskMsgs += s.msgs
+		}
+	}
+	if el > 0 {
+		w.rate = float64(w.msgs) / el.Seconds()
+		w.mbps = float64(bytes) / el.Seconds() / 1e6
+	}
+	slices.Sort(lat)
+	w.p50, w.p99 = percentile(lat, 50), percentile(lat, 99)
+	if len(rates) > 1 {
+		slices.Sort(rates)
+		w.spread = (rates[len(rates)-1] - rates[0]) / rates[len(rates)/2]
+	}
+	if diskMsgs > 0 {
+		w.diskPer = float64(disk) / float64(diskMsgs)
+	}
+	return w
+}
+
+// report prints the header, the table and the targets.
+func report(out io.Writer, cfg *config, res []*results, started time.Time, loadBefore string) {
+	mode := "full"
+	if cfg.quick {
+		mode = "quick"
+	}
+	fmt.Fprintf(out, "brokercore bench — %s run, %d repetition(s) interleaved round-robin, %s total\n\n",
+		mode, cfg.reps, time.Since(started).Round(time.Second))
+	fmt.Fprintf(out, "machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s; load average before %s, after %s\n",
+		cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(),
+		loadBefore, loadAvg())
+	fmt.Fprintf(out, "versions: %s\n\n", strings.Join(versions(), ", "))
+
+	rows := map[string]row{}
+	isRef := map[string]bool{}
+	for _, r := range res {
+		rows[r.c.system] = aggregate(r)
+		isRef[r.c.ref] = true
+	}
+	fmt.Fprintln(out, "| workload | system | msgs | msgs/s | MB/s | p50 | p99 | latency of | vs reference | spread | note |")
+	fmt.Fprintln(out, "|---|---|--:|--:|--:|--:|--:|---|---|--:|---|")
+	for _, r := range res {
+		w := rows[r.c.system]
+		if r.err != nil {
+			fmt.Fprintf(out, "| %s | %s | | | | | | %s | | | FAILED: %v |\n", r.c.workload, r.c.system, r.c.op, r.err)
+			continue
+		}
+		vs := "—"
+		if isRef[r.c.system] {
+			vs = "reference"
+		}
+		if r.c.ref != "" {
+			if ref, ok := rows[r.c.ref]; ok && ref.rate > 0 && ref.r.err == nil {
+				vs = fmt.Sprintf("%.2f× %s", w.rate/ref.rate, r.c.ref)
+			}
+		}
+		spread := "—"
+		if w.spread >= 0 {
+			spread = fmt.Sprintf("%.0f%%", 100*w.spread)
+		}
+		var notes []string
+		if w.diskPer > 0 {
+			notes = append(notes, fmt.Sprintf("disk %.0f B/msg", w.diskPer))
+		}
+		if len(r.samples) > 0 && r.samples[len(r.samples)-1].note != "" {
+			notes = append(notes, r.samples[len(r.samples)-1].note)
+		}
+		if r.c.workload == wReopen && cfg.reopenN != fullSizes.reopenN {
+			notes = append(notes, fmt.Sprintf("quick: %d messages, not %d", cfg.reopenN, fullSizes.reopenN))
+		}
+		p50, p99, mbps := dur(w.p50), dur(w.p99), fmt.Sprintf("%.1f", w.mbps)
+		if r.c.workload == wReopen {
+			p99 = "max " + dur(w.p99) // one sample per repetition
+			mbps = "—"                // nothing is read or written
+		}
+		fmt.Fprintf(out, "| %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.c.workload, r.c.system, w.msgs, w.rate, mbps, p50, p99, r.c.op, vs, spread, strings.Join(notes, "; "))
+	}
+	fmt.Fprintln(out)
+	targets(out, rows)
+}
+
+// target compares two rows by throughput; want is the least acceptable
+// ratio a/b.
+type target struct {
+	name string
+	a, b string
+	want float64
+	time bool // want bounds a's time for the same messages over b's, not a/b
+}
+
+func targets(out io.Writer, rows map[string]row) {
+	ts := []target{
+		{"store SyncNone Append(1) time ≤ 1.25× raw wal Write time", "brokercore SyncNone Append(1)", "wal Write", 1.25, true},
+		{"store SyncNone Append(128) time ≤ 1.25× raw wal WriteBatch(128) time", "brokercore SyncNone Append(128)", "wal WriteBatch(128)", 1.25, true},
+		{"SyncGroup at 64 producers ≥ JetStream SyncAlways, 64 publishers", "brokercore SyncGroup, 64 producers", "jetstream SyncAlways, 64 publishers", 1, false},
+		{"SyncGroup at 64 producers ≥ JetStream SyncAlways, 1 publisher", "brokercore SyncGroup, 64 producers", "jetstream SyncAlways, 1 publisher", 1, false},
+		{"pop+ack ≥ 2× JetStream fetch+ack", "brokercore pop 32 + Ack each", "jetstream fetch 32 + Ack each", 2, false},
+		{"reopen faster than JetStream restart (median time)", "brokercore store Open", "jetstream server restart", 1, false},
+	}
+	fmt.Fprintln(out, "| target | measured | met |")
+	fmt.Fprintln(out, "|---|---|---|")
+	for _, t := range ts {
+		a, okA := rows[t.a]
+		b, okB := rows[t.b]
+		if !okA || !okB || a.rate == 0 || b.rate == 0 {
+			continue
+		}
+		var measured string
+		var met bool
+		switch {
+		case t.time:
+			ratio := b.rate / a.rate // a's time for the same messages over b's
+			measured = fmt.Sprintf("%.3f× the time (%.0f vs %.0f msgs/s)", ratio, a.rate, b.rate)
+			met = ratio <= t.want
+		case strings.Contains(t.name, "reopen"):
+			measured = fmt.Sprintf("%s vs %s (%.3f× faster)", dur(a.p50), dur(b.p50), float64(b.p50)/float64(a.p50))
+			met = a.p50 < b.p50
+		default:
+			ratio := a.rate / b.rate
+			measured = fmt.Sprintf("%.3f× (%.0f vs %.0f msgs/s)", ratio, a.rate, b.rate)
+			met = ratio >= t.want
+		}
+		verdict := "yes"
+		if !met {
+			verdict = "**no**"
+		}
+		fmt.Fprintf(out, "| %s | %s | %s |\n", t.name, measured, verdict)
+	}
+}
+
+// dur prints a duration with three significant digits.
+func dur(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "—"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.3gµs", float64(d)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.3gms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.3gs", d.Seconds())
+	}
+}
+
+// versions reads the module versions linked into this binary.
+func versions() []string {
+	out := []string{"go " + runtime.Version()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return append(out, "build info unavailable")
+	}
+	want := []string{
+		"github.com/brokercore/brokercore",
+		"github.com/tidwall/wal",
+		"github.com/nats-io/nats-server/v2",
+		"github.com/nats-io/nats.go",
+	}
+	for _, p := range want {
+		for _, d := range bi.Deps {
+			if d.Path != p {
+				continue
+			}
+			v := d.Version
+			if d.Replace != nil {
+				v = "local " + d.Replace.Path
+				if d.Replace.Version != "" {
+					v = d.Replace.Version
+				}
+				if rev := gitRev(); rev != "" {
+					v += " @ " + rev
+				}
+			}
+			out = append(out, p+" "+v)
+		}
+	}
+	return out
+}
+
+// gitRev names the commit of the working tree, if git can tell.
+func gitRev() string {
+	b, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	rev := strings.TrimSpace(string(b))
+	if st, err := exec.Command("git", "status", "--porcelain", "--", ":(top)store", ":(top)pop", ":(top)offset").Output(); err == nil && len(st) > 0 {
+		rev += "+changes"
+	}
+	return rev
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
