@@ -58,27 +58,42 @@ func TestLogMatchesModelUnderAppendsReopensAndCrashes(t *testing.T) {
 		dir, err := os.MkdirTemp("", "store-rapid-")
 		require.NoError(rt, err)
 		defer os.RemoveAll(dir)
-		o := Options{Sync: SyncNone, SegmentSize: rapid.IntRange(200, 2000).Draw(rt, "segment")}
+		o := Options{
+			Sync:        SyncNone,
+			SegmentSize: rapid.IntRange(200, 2000).Draw(rt, "segment"),
+			MaxBytes:    rapid.SampledFrom([]int64{0, 1500, 4000}).Draw(rt, "max bytes"),
+			RetainEvery: -1, // only the "retain" action drops segments
+		}
 		s, err := Open(dir, o)
 		require.NoError(rt, err)
 		defer func() { s.Close() }()
 		m := &logModel{}
 		n := 0
+		lastMin := map[string]int64{}
 
 		check := func(rt *rapid.T) {
 			for _, topic := range rapidTopics {
 				for q := 0; q < 3; q++ {
 					want := m.queue(topic, q)
+					key := fmt.Sprint(topic, q)
 					require.Equal(rt, int64(len(want)), s.MaxOffset(topic, q), "%s/%d", topic, q)
-					got, err := s.Read(topic, q, 0, MaxReadBatch)
+					minOff := s.MinOffset(topic, q)
+					require.GreaterOrEqual(rt, minOff, lastMin[key], "MinOffset went backwards")
+					require.LessOrEqual(rt, minOff, int64(len(want)))
+					lastMin[key] = minOff
+					if minOff > 0 {
+						_, err := s.Read(topic, q, minOff-1, 1)
+						require.ErrorIs(rt, err, ErrOffsetTooSmall)
+					}
+					got, err := s.Read(topic, q, minOff, MaxReadBatch)
 					require.NoError(rt, err)
-					gotB := bodies(got)
+					want = want[minOff:]
 					if len(want) == 0 {
 						want = []string{}
 					}
-					require.Equal(rt, want, gotB, "%s/%d", topic, q)
+					require.Equal(rt, want, bodies(got), "%s/%d", topic, q)
 					for i, g := range got {
-						require.Equal(rt, int64(i), g.QueueOffset)
+						require.Equal(rt, minOff+int64(i), g.QueueOffset)
 					}
 				}
 			}
@@ -106,6 +121,13 @@ func TestLogMatchesModelUnderAppendsReopensAndCrashes(t *testing.T) {
 				}
 				m.ends = append(m.ends, len(m.recs))
 			},
+			"retain": func(rt *rapid.T) {
+				dropped, err := s.Retain()
+				require.NoError(rt, err)
+				if dropped > 0 {
+					m.synced = len(m.recs) // it checkpointed, which syncs
+				}
+			},
 			"sync": func(rt *rapid.T) {
 				require.NoError(rt, s.Sync())
 				m.synced = len(m.recs)
@@ -114,7 +136,8 @@ func TestLogMatchesModelUnderAppendsReopensAndCrashes(t *testing.T) {
 				topic := rapid.SampledFrom(rapidTopics).Draw(rt, "topic")
 				q := rapid.IntRange(0, 2).Draw(rt, "queue")
 				want := m.queue(topic, q)
-				off := rapid.IntRange(0, len(want)+1).Draw(rt, "offset")
+				minOff := int(s.MinOffset(topic, q))
+				off := rapid.IntRange(minOff, len(want)+1).Draw(rt, "offset")
 				max := rapid.IntRange(1, 5).Draw(rt, "max")
 				got, err := s.Read(topic, q, int64(off), max)
 				require.NoError(rt, err)
@@ -131,7 +154,7 @@ func TestLogMatchesModelUnderAppendsReopensAndCrashes(t *testing.T) {
 				if len(m.recs) == 0 {
 					rt.Skip("empty log")
 				}
-				i := rapid.IntRange(0, len(m.recs)-1).Draw(rt, "log offset")
+				i := rapid.IntRange(int(s.Stats().LogMin), len(m.recs)-1).Draw(rt, "log offset")
 				got, err := s.ReadAt(int64(i))
 				require.NoError(rt, err)
 				r := m.recs[i]
