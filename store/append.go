@@ -207,6 +207,9 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 // addSegment registers a segment wal just created. Callers hold mu.
 func (s *Store) addSegment(start uint64, prevSize int64) error {
 	s.segs[len(s.segs)-1].size = prevSize
+	// wal keeps the closed segment's bytes in its read cache; the store
+	// never reads through wal, so free them.
+	_ = s.wal.ClearCache()
 	sg := &segment{start: start, path: s.walDir + string(os.PathSeparator) + segmentName(start)}
 	f, err := os.Open(sg.path)
 	if err != nil {
