@@ -34,6 +34,12 @@ func newBatch(ds []pop.Delivery) []inflight {
 // before its next pop (see deliver).
 const shortNackDelay = 50 * time.Millisecond
 
+// Reasons for handBack.
+const (
+	whyNacked = "nacked"
+	whyEnded  = "subscription ended"
+)
+
 type outcome int
 
 const (
@@ -47,7 +53,7 @@ const (
 // when ctx ends is handed back to the group at once, so the next subscriber
 // of the group gets it without waiting for the invisible time.
 func (c *consumer) deliver(ctx context.Context, batch []inflight) {
-	defer c.handBack(batch, minHandBack, "subscription ended")
+	defer c.handBack(batch, minHandBack, whyEnded)
 	for i := range batch {
 		if ctx.Err() != nil || !c.deliverOne(ctx, batch, i) {
 			return
@@ -78,6 +84,7 @@ func (c *consumer) deliverOne(ctx context.Context, batch []inflight, i int) bool
 	msg.SetContext(msgCtx)
 	select {
 	case c.out <- msg:
+		c.st.delivered.Add(1)
 	case <-ctx.Done():
 		return false
 	}
@@ -87,12 +94,12 @@ func (c *consumer) deliverOne(ctx context.Context, batch []inflight, i int) bool
 		return true
 	case nacked:
 		if !c.cfg.FIFO {
-			c.handBack(batch[i:i+1], c.cfg.NackDelay, "nacked")
+			c.handBack(batch[i:i+1], c.cfg.NackDelay, whyNacked)
 			return true
 		}
 		// The rest of the batch must not overtake the nacked message: all
 		// of it goes back with the same delay, in order.
-		c.handBack(batch[i:], c.cfg.NackDelay, "nacked")
+		c.handBack(batch[i:], c.cfg.NackDelay, whyNacked)
 		msgCancel()
 		// The queue is blocked until the delay is over, and a pop that finds
 		// it blocked waits for pop's next tick (100 ms by default). For a
@@ -151,6 +158,7 @@ func (c *consumer) extend(held []inflight, force bool) {
 			continue
 		}
 		f.d.Handle, f.since = h, now
+		c.st.extended.Add(1)
 	}
 }
 
@@ -164,7 +172,9 @@ func (c *consumer) ack(f *inflight) {
 	}
 	if err := c.pop.Ack(f.d.Handle); err != nil {
 		c.lose(f, "ack", err)
+		return
 	}
+	c.st.acked.Add(1)
 }
 
 // handBack makes the unsettled messages of held visible to the group again
@@ -181,6 +191,11 @@ func (c *consumer) handBack(held []inflight, d time.Duration, why string) {
 			c.lose(f, "hand back ("+why+")", err)
 			continue
 		}
+		if why == whyNacked && i == 0 {
+			c.st.nacked.Add(1)
+		} else {
+			c.st.handedBack.Add(1)
+		}
 		fields := c.fields(f)
 		fields["why"], fields["visible_in"] = why, d.String()
 		c.logger.Trace("handed back", fields)
@@ -195,6 +210,7 @@ func (c *consumer) lose(f *inflight, what string, err error) {
 	fields := c.fields(f)
 	fields["op"] = what
 	if errors.Is(err, pop.ErrStaleHandle) {
+		c.st.stale.Add(1)
 		fields["err"] = err.Error()
 		c.logger.Info("message no longer held: it was redelivered", fields)
 		return

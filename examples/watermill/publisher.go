@@ -21,6 +21,7 @@ type Publisher struct {
 	owned  *sharedBackend // set when the constructor opened cfg.Dir
 	logger watermill.LoggerAdapter
 	next   atomic.Uint64 // round robin over the queues
+	st     publisherCounters
 
 	mu     sync.RWMutex // Publish holds it shared, Close exclusively
 	closed bool
@@ -73,9 +74,12 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		batch[i] = toStore(topic, p.queueFor(m), m, now)
 	}
 	if err := p.store.Append(batch...); err != nil {
+		p.st.failed.Add(1)
 		p.logger.Error("publish failed", err, watermill.LogFields{"topic": topic, "messages": len(msgs)})
 		return fmt.Errorf("brokercore watermill: publish %d messages to %q: %w", len(msgs), topic, err)
 	}
+	p.st.batches.Add(1)
+	p.st.messages.Add(uint64(len(msgs)))
 	p.logger.Trace("published", watermill.LogFields{"topic": topic, "messages": len(msgs),
 		"first_offset": batch[0].LogOffset})
 	return nil

@@ -27,6 +27,7 @@ type Subscriber struct {
 	clientID string
 	logger   watermill.LoggerAdapter
 	subs     atomic.Uint64 // numbers the subscriptions for their client ids
+	st       subscriberCounters
 
 	ctx    context.Context // cancelled by Close; parent of every subscription
 	cancel context.CancelFunc
@@ -207,9 +208,11 @@ func (c *consumer) run(ctx context.Context) {
 			AttemptID: attempt,
 		})
 		if err != nil {
-			switch {
-			case ctx.Err() != nil:
+			if ctx.Err() != nil {
 				return
+			}
+			c.st.popErrors.Add(1)
+			switch {
 			case errors.Is(err, pop.ErrClosed):
 				c.logger.Info("pop service closed, subscription ends", nil)
 				return
@@ -229,6 +232,7 @@ func (c *consumer) run(ctx context.Context) {
 			continue
 		}
 		attempt = ""
+		c.st.pops.Add(1)
 		c.deliver(ctx, newBatch(res.Messages))
 	}
 }

@@ -160,6 +160,7 @@ func TestUnackedMessagesGoToNextSubscriberAtOnceWhenOneEnds(t *testing.T) {
 					cancel()
 				}
 				expectClosed(t, ch)
+				assert.Equal(t, uint64(3), first.Stats().HandedBack, "the held message and the rest of its batch")
 				select {
 				case <-held.Context().Done():
 				default:
@@ -185,8 +186,10 @@ func TestNackedMessageComesBackOnlyAfterNackDelay(t *testing.T) {
 	clk := newClock()
 	b := fakeClockBackend(t, clk)
 	cfg := wmbc.Config{Store: b.Store, Pop: b.Pop, ConsumerGroup: "g", NackDelay: 10 * time.Second}
-	sent := publish(t, newPublisher(t, cfg), "t", "first", "second")
-	ch := subscribe(t, newSubscriber(t, cfg), context.Background(), "t")
+	pub := newPublisher(t, cfg)
+	sent := publish(t, pub, "t", "first", "second")
+	sub := newSubscriber(t, cfg)
+	ch := subscribe(t, sub, context.Background(), "t")
 
 	m := receive(t, ch)
 	require.Equal(t, sent[0].UUID, m.UUID)
@@ -204,6 +207,13 @@ func TestNackedMessageComesBackOnlyAfterNackDelay(t *testing.T) {
 	assert.Equal(t, 2, attempts(t, m))
 	m.Ack()
 	expectNothing(t, ch)
+
+	assert.Equal(t, wmbc.PublisherStats{Batches: 1, Messages: 2}, pub.Stats())
+	st := sub.Stats()
+	assert.Equal(t, uint64(3), st.Delivered)
+	assert.Equal(t, uint64(2), st.Acked)
+	assert.Equal(t, uint64(1), st.Nacked)
+	assert.Zero(t, st.HandedBack+st.Stale+st.PopErrors)
 }
 
 // TestFIFONackKeepsLaterMessagesBehindTheNackedOne rules out the later
