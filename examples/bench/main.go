@@ -9,6 +9,7 @@
 //	go run . -quick               # under a minute, smaller sizes, 1 repetition
 //	go run . -workloads consume   # only some workloads (append,durable,consume,reopen)
 //	go run . -dir /mnt/disk       # put the temporary data there
+//	go run . -cpuprofile cpu.out  # profile the run (all systems share the process)
 //
 // Data lives in a temporary directory under -dir and is removed at the end,
 // also on Ctrl-C. Nothing listens on a socket: the JetStream client uses an
@@ -22,11 +23,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 )
 
 func main() {
+	maybeChild()
 	if err := mainErr(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -39,7 +42,8 @@ func mainErr(args []string, out, progress io.Writer) error {
 	quick := fs.Bool("quick", false, "smaller sizes and one repetition: under a minute")
 	dir := fs.String("dir", os.TempDir(), "parent directory of the temporary data root")
 	workloads := fs.String("workloads", "all", "comma-separated subset of append,durable,consume,reopen")
-	reps := fs.Int("reps", 0, "repetitions per case (0 = 3 full, 1 quick)")
+	reps := fs.Int("reps", 0, "repetitions per case (0 = 3 full, 2 quick)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,6 +57,17 @@ func mainErr(args []string, out, progress io.Writer) error {
 	}
 	if *reps > 0 {
 		cfg.reps = *reps
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

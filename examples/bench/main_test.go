@@ -9,6 +9,11 @@ import (
 	"time"
 )
 
+func TestMain(m *testing.M) {
+	maybeChild() // the crash rows re-execute this binary to make a crashed log
+	os.Exit(m.Run())
+}
+
 // tinySizes run every case of every workload in about a second: enough to
 // catch an API drift in store, pop, wal or nats that would rot the command.
 var tinySizes = sizes{reps: 2, appendN: 300, durableN: 40, durableT: 50 * time.Millisecond,
@@ -41,12 +46,19 @@ func TestEveryCaseRunsAndLeavesNoDataBehind(t *testing.T) {
 				t.Errorf("%s / %s: empty sample %+v", r.c.workload, r.c.system, s)
 			}
 		}
+		if r.c.workload == wReopen && strings.HasPrefix(r.c.system, "brokercore") {
+			for _, s := range r.samples {
+				if s.msgs != cfg.reopenN {
+					t.Errorf("%s recovered %d of %d messages", r.c.system, s.msgs, cfg.reopenN)
+				}
+			}
+		}
 		if !strings.Contains(out.String(), "| "+r.c.system+" |") {
 			t.Errorf("row %q missing from the table", r.c.system)
 		}
 	}
-	if len(res) != 18 {
-		t.Errorf("%d cases, want 18", len(res))
+	if len(res) != 20 {
+		t.Errorf("%d cases, want 20", len(res))
 	}
 	for _, v := range []string{"nats-server/v2 v", "nats.go v", "tidwall/wal v"} {
 		if !strings.Contains(out.String(), v) {

@@ -112,6 +112,8 @@ func cases(cfg *config) []*bcase {
 			cs = append(cs,
 				storeReopenCase("brokercore store Open", "jetstream server restart", cfg.reopenN, cfg.reopenMsg),
 				jsReopenCase("jetstream server restart", cfg.reopenN, cfg.reopenMsg),
+				storeCrashCase("brokercore store Open after kill", "jetstream restart after kill", cfg.reopenN, cfg.reopenMsg),
+				jsCrashCase("jetstream restart after kill", cfg.reopenN, cfg.reopenMsg),
 			)
 		}
 		for _, c := range cs {
