@@ -11,13 +11,16 @@ import (
 // group@topic's waiters:
 //   - arrival: Arrived (wire store.Options.OnAppend to it);
 //   - an ack that unblocks a FIFO queue;
-//   - the group@topic lock becoming free;
+//   - the group@topic lock becoming free (for the pops that found it held;
+//     they wait on their own channel, so a release does not stir the pops
+//     that wait for data);
 //   - an invisible time (or FIFO block) ending: the loop checks every
 //     Options.Tick with Options.Now;
 //   - Close (waiters select on the service's done channel).
 // A waiter only wakes up and pops again; every decision is the core's.
 
-// broadcastLocked wakes every waiter of gt. Called with gt.mu held.
+// broadcastLocked wakes every waiter of gt that waits for a change of the
+// queues (arrival, unblocking ack, expiry). Called with gt.mu held.
 func broadcastLocked(gt *groupTopic) {
 	if gt.notify != nil {
 		close(gt.notify)
@@ -25,7 +28,36 @@ func broadcastLocked(gt *groupTopic) {
 	}
 }
 
-func (s *Service) countWaiterLocked(gt *groupTopic, req Request) error {
+// broadcastLockFreeLocked wakes the pops that found the group@topic lock
+// held. Called with gt.mu held when the lock becomes free.
+func broadcastLockFreeLocked(gt *groupTopic) {
+	if gt.lockFree != nil {
+		close(gt.lockFree)
+		gt.lockFree = nil
+	}
+}
+
+func notifyChLocked(gt *groupTopic) chan struct{} {
+	if gt.notify == nil {
+		gt.notify = make(chan struct{})
+	}
+	return gt.notify
+}
+
+func lockFreeChLocked(gt *groupTopic) chan struct{} {
+	if gt.lockFree == nil {
+		gt.lockFree = make(chan struct{})
+	}
+	return gt.lockFree
+}
+
+// enterWaitLocked takes a waiter slot for a pop that is about to wait for
+// the first time; the slot is kept until the pop returns, so a waiter
+// that wakes and looks again is never turned away by the caps.
+func (s *Service) enterWaitLocked(gt *groupTopic, req Request, counted *bool) error {
+	if *counted {
+		return nil
+	}
 	if gt.waiters.Load() >= int64(s.opts.MaxWaitersPerKey) {
 		s.st.tooManyWaiters.Add(1)
 		s.log.Warn("pop: rejected, too many waiters for the group@topic", "group", req.Group, "topic", req.Topic,
@@ -39,7 +71,8 @@ func (s *Service) countWaiterLocked(gt *groupTopic, req Request) error {
 			"client", req.ClientID, "limit", s.opts.MaxWaiters)
 		return fmt.Errorf("pop %s@%s: %d waiters (total limit): %w", req.Group, req.Topic, s.opts.MaxWaiters, ErrTooManyWaiters)
 	}
-	gt.waiters.Add(1)
+	gt.waiters.Add(1) // before the caller re-reads gt.events: see Arrived
+	*counted = true
 	return nil
 }
 
@@ -48,23 +81,8 @@ func (s *Service) uncountWaiter(gt *groupTopic) {
 	s.waiters.Add(-1)
 }
 
-// addWaiterLocked registers a long-polling waiter and returns the channel
-// that the next broadcast closes.
-func (s *Service) addWaiterLocked(gt *groupTopic, req Request) (chan struct{}, error) {
-	if err := s.countWaiterLocked(gt, req); err != nil {
-		return nil, err
-	}
-	if gt.notify == nil {
-		gt.notify = make(chan struct{})
-	}
-	return gt.notify, nil
-}
-
-func (s *Service) removeWaiter(gt *groupTopic) { s.uncountWaiter(gt) }
-
-// wait sleeps until a broadcast, the poll deadline, ctx or Close.
-func (s *Service) wait(ctx context.Context, gt *groupTopic, ch chan struct{}, until time.Time) {
-	defer s.removeWaiter(gt)
+// wait sleeps until ch is closed, the poll deadline, ctx or Close.
+func (s *Service) wait(ctx context.Context, ch chan struct{}, until time.Time) {
 	d := time.Until(until)
 	if d <= 0 {
 		return

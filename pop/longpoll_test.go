@@ -142,10 +142,10 @@ func TestWaiterCapsRejectWithClearError(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 3)
-	for range 2 {
+	for i := range 2 { // one by one, so that they never contend and stay parked
 		go func() { _, err := s.Pop(ctx, req); done <- err }()
+		waitFor(t, "parked", func() bool { return s.Stats().Waiters == int64(i+1) })
 	}
-	waitFor(t, "2 waiting", func() bool { return s.Stats().Waiters == 2 })
 	_, err := s.Pop(ctx, req)
 	require.ErrorIs(t, err, ErrTooManyWaiters)
 	require.Contains(t, err.Error(), "per group@topic")

@@ -34,6 +34,12 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 		lockEnd = start.Add(s.opts.LockWait)
 	}
 	fifoRetry := req.FIFO && req.AttemptID != "" && !s.failFastFIFO
+	counted := false // this pop holds a waiter slot (see enterWaitLocked)
+	defer func() {
+		if counted {
+			s.uncountWaiter(gt)
+		}
+	}()
 	for {
 		if s.closed.Load() {
 			return Result{}, fmt.Errorf("pop %s@%s: %w", req.Group, req.Topic, ErrClosed)
@@ -56,6 +62,10 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 			s.st.lockContended.Add(1)
 			if fifoRetry {
 				var err error
+				if err := s.enterWaitLocked(gt, req, &counted); err != nil {
+					gt.mu.Unlock()
+					return Result{}, err
+				}
 				if tok, err = s.waitLock(ctx, gt, req, lockEnd); err != nil {
 					return Result{}, err
 				}
@@ -66,18 +76,19 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 					s.st.empty.Add(1)
 					return res, nil
 				}
-				ch, err := s.addWaiterLocked(gt, req)
-				gt.mu.Unlock()
-				if err != nil {
+				if err := s.enterWaitLocked(gt, req, &counted); err != nil {
+					gt.mu.Unlock()
 					return Result{}, err
 				}
-				s.wait(ctx, gt, ch, pollEnd)
+				ch := lockFreeChLocked(gt)
+				gt.mu.Unlock()
+				s.wait(ctx, ch, pollEnd)
 				continue
 			}
 		}
 		picks, seq, err := s.popLocked(ctx, gt, tok, req, inv, queues)
 		if _, free := gt.lock.release(tok, s.nowNanos()); free {
-			broadcastLocked(gt)
+			broadcastLockFreeLocked(gt)
 		}
 		if err != nil {
 			gt.mu.Unlock()
@@ -94,31 +105,25 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 			s.st.empty.Add(1)
 			return res, nil
 		}
-		ch, err := s.addWaiterLocked(gt, req)
-		if err != nil {
+		if err := s.enterWaitLocked(gt, req, &counted); err != nil {
 			gt.mu.Unlock()
 			return Result{}, err
 		}
 		if gt.events.Load() != seq { // something arrived while we read: look again
-			s.removeWaiter(gt)
 			gt.mu.Unlock()
 			continue
 		}
+		ch := notifyChLocked(gt)
 		gt.mu.Unlock()
-		s.wait(ctx, gt, ch, pollEnd)
+		s.wait(ctx, ch, pollEnd)
 	}
 }
 
 // waitLock queues a FIFO retry for the group@topic lock and sleeps until
 // the holder hands it over, the wait runs out, or the service closes. It is
-// called with gt.mu held and returns with it held on success, released on
-// error.
+// called with gt.mu held (and the pop's waiter slot taken) and returns with
+// it held on success, released on error.
 func (s *Service) waitLock(ctx context.Context, gt *groupTopic, req Request, until time.Time) (uint64, error) {
-	if err := s.countWaiterLocked(gt, req); err != nil {
-		gt.mu.Unlock()
-		return 0, err
-	}
-	defer s.uncountWaiter(gt)
 	w := gt.lock.enqueue(ctx.Done())
 	s.st.lockWaits.Add(1)
 	s.log.Info("pop: FIFO retry waits for the group@topic lock", "group", req.Group, "topic", req.Topic,
@@ -137,7 +142,7 @@ func (s *Service) waitLock(ctx context.Context, gt *groupTopic, req Request, unt
 		return w.token, nil
 	}
 	if gt.lock.cancel(w, s.nowNanos()) {
-		broadcastLocked(gt)
+		broadcastLockFreeLocked(gt)
 	}
 	gt.mu.Unlock()
 	if s.closed.Load() {
@@ -158,7 +163,7 @@ func (s *Service) sweepLocked(gt *groupTopic, now int64) {
 		s.st.lockEvictions.Add(1)
 		s.log.Warn("pop: evicted an abandoned group@topic lock hold", "group", gt.key.group, "topic", gt.key.topic, "token", tok)
 		if gt.lock.handOff(now) {
-			broadcastLocked(gt)
+			broadcastLockFreeLocked(gt)
 		}
 	}
 }

@@ -69,14 +69,15 @@ type gtKey struct{ group, topic string }
 // the atomics; it is only ever held for short in-memory steps — never
 // across a Source read, a DeadLetter call or a wait.
 type groupTopic struct {
-	key     gtKey
-	mu      sync.Mutex
-	lock    topicLock
-	queues  map[int]*queueState
-	rr      int
-	notify  chan struct{} // closed by broadcast; nil while nobody waits
-	waiters atomic.Int64
-	events  atomic.Uint64 // bumped by every wake-up source except lock release
+	key      gtKey
+	mu       sync.Mutex
+	lock     topicLock
+	queues   map[int]*queueState
+	rr       int
+	notify   chan struct{} // closed by broadcastLocked; nil while nobody waits
+	lockFree chan struct{} // closed by broadcastLockFreeLocked
+	waiters  atomic.Int64
+	events   atomic.Uint64 // bumped by every wake-up source except lock release
 }
 
 // Service pops, acks and changes the invisible time of messages of a
