@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/tidwall/wal"
@@ -26,6 +27,15 @@ func (s *Store) validate(i int, m *Message) error {
 	}
 	return nil
 }
+
+// waiter is an Append waiting for the fsync that covers log offsets below
+// end; the committer (or a failure) sends its result on done.
+type waiter struct {
+	end  int64
+	done chan error
+}
+
+var waiterPool = sync.Pool{New: func() any { return make(chan error, 1) }}
 
 // placed is where one record of a batch lands.
 type placed struct {
@@ -77,12 +87,12 @@ func (s *Store) Append(msgs ...*Message) error {
 		s.notify(notes)
 		return nil
 	}
+	w := waiterPool.Get().(chan error)
+	s.waiters = append(s.waiters, waiter{end: end, done: w})
 	s.kickCommitter()
-	for s.durable < end && s.failErr == nil {
-		s.cond.Wait()
-	}
-	err = s.failErr
 	s.mu.Unlock()
+	err = <-w // the committer answers exactly the appenders its fsync covered
+	waiterPool.Put(w)
 	if err == nil {
 		// The appender, not the committer, calls OnAppend: a hook that
 		// appends again must not wait on the goroutine that is calling it.

@@ -8,10 +8,11 @@ import (
 )
 
 // The committer goroutine owns every log fsync. Appenders write to the wal
-// (opened NoSync) under mu, kick the committer and wait on cond; the
-// committer takes everything written so far, fsyncs once outside mu, then
-// marks it durable, makes it visible and wakes all waiters: one fsync per
-// group, however many appenders are waiting.
+// (opened NoSync) under mu, register a waiter, kick the committer and wait
+// outside the lock; the committer takes everything written so far, fsyncs
+// once outside mu, then marks it durable, makes it visible and answers
+// exactly the waiters it covered: one fsync per group, however many
+// appenders are waiting, and no thundering herd on the lock.
 
 func (s *Store) kickCommitter() {
 	select {
@@ -104,7 +105,15 @@ func (s *Store) syncOnce() error {
 		k++
 	}
 	s.pending = append(s.pending[:0], s.pending[k:]...)
-	s.cond.Broadcast()
+	k = 0
+	for _, w := range s.waiters {
+		if w.end > target {
+			break
+		}
+		w.done <- nil
+		k++
+	}
+	s.waiters = append(s.waiters[:0], s.waiters[k:]...)
 	s.mu.Unlock()
 	return nil
 }

@@ -34,7 +34,6 @@ type Store struct {
 	ckptMu   sync.Mutex
 	ioMu     sync.Mutex
 	mu       sync.RWMutex
-	cond     *sync.Cond // on mu; broadcast when durable moves or the store fails
 
 	closed      bool
 	filesClosed bool
@@ -53,6 +52,7 @@ type Store struct {
 	dirDirty   bool // a segment was created since the last directory fsync
 	ckptDue    bool // a segment rolled: write a checkpoint
 	pending    []pendingVis
+	waiters    []waiter // SyncGroup appends waiting for their fsync, in log order
 
 	batch  wal.Batch
 	encBuf []byte
@@ -108,7 +108,6 @@ func Open(dir string, opts Options) (*Store, error) {
 		stop:     make(chan struct{}),
 		syncFile: (*os.File).Sync,
 	}
-	s.cond = sync.NewCond(&s.mu)
 	s.walWrite = func(b *wal.Batch) error { return s.wal.WriteBatch(b) }
 	if err := os.MkdirAll(filepath.Join(dir, "index"), 0o750); err != nil {
 		return nil, err
@@ -406,7 +405,10 @@ func (s *Store) fail(err error) error {
 	if s.failErr == nil {
 		s.failErr = fmt.Errorf("%w: %w", ErrFailed, err)
 		s.log.Error("store: failed; every later call returns this error", "dir", s.dir, "err", err)
-		s.cond.Broadcast()
+		for _, w := range s.waiters {
+			w.done <- s.failErr
+		}
+		s.waiters = nil
 	}
 	return s.failErr
 }
@@ -464,6 +466,10 @@ func (s *Store) closeIndex() {
 }
 
 func (s *Store) closeFiles() error {
+	for _, w := range s.waiters { // none after a normal Close: the last fsync covered them
+		w.done <- ErrClosed
+	}
+	s.waiters = nil
 	var errs []error
 	if s.wal != nil {
 		if err := s.wal.Close(); err != nil && !errors.Is(err, wal.ErrClosed) {
