@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/brokercore/brokercore/store"
 )
 
 func TestUnlockWithAnotherHoldersTokenReleasesNothing(t *testing.T) {
@@ -106,4 +108,34 @@ func popUngated(t *testing.T, s *Service, src *memSource) (Result, error) {
 	delete(src.gates, 0)
 	src.mu.Unlock()
 	return s.Pop(bg, req0(1, time.Minute))
+}
+
+// TestPanickingSourceDoesNotLeaveTheLockHeld: a host whose Source panics
+// (and recovers, as net/http does) must not brick the group@topic.
+func TestPanickingSourceDoesNotLeaveTheLockHeld(t *testing.T) {
+	src := &panicSource{memSource: newMemSource()}
+	src.append("T", 0, 1)
+	s := New(src, Options{})
+	defer s.Close()
+	func() {
+		defer func() { require.NotNil(t, recover()) }()
+		src.panics = true
+		_, _ = s.Pop(bg, req0(1, time.Minute))
+	}()
+	src.panics = false
+	r, err := s.Pop(bg, req0(1, time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, []int64{0}, offsetsOf(r))
+}
+
+type panicSource struct {
+	*memSource
+	panics bool
+}
+
+func (p *panicSource) Read(topic string, q int, off int64, max int) ([]*store.Message, error) {
+	if p.panics {
+		panic("disk on fire")
+	}
+	return p.memSource.Read(topic, q, off, max)
 }

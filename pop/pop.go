@@ -61,14 +61,15 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 		if !ok {
 			s.st.lockContended.Add(1)
 			if fifoRetry {
-				var err error
 				if err := s.enterWaitLocked(gt, req, &counted); err != nil {
 					gt.mu.Unlock()
 					return Result{}, err
 				}
-				if tok, err = s.waitLock(ctx, gt, req, lockEnd); err != nil {
+				t, err := s.waitLock(ctx, gt, req, lockEnd)
+				if err != nil {
 					return Result{}, err
 				}
+				tok = t
 			} else {
 				s.log.Debug("pop: group@topic lock busy, not waiting", "group", req.Group, "topic", req.Topic, "client", req.ClientID)
 				if req.Poll <= 0 || !time.Now().Before(pollEnd) {
@@ -138,7 +139,7 @@ func (s *Service) waitLock(ctx context.Context, gt *groupTopic, req Request, unt
 	}
 	t.Stop()
 	gt.mu.Lock()
-	if w.granted && ctx.Err() == nil && !s.closed.Load() {
+	if w.granted && ctx.Err() == nil && !s.closed.Load() && time.Now().Before(until) {
 		return w.token, nil
 	}
 	if gt.lock.cancel(w, s.nowNanos()) {
@@ -231,6 +232,16 @@ func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req
 		}
 	}
 	gt.mu.Unlock()
+	relocked := false
+	defer func() {
+		if !relocked { // a Source or DeadLetter panic: never leave the lock held
+			gt.mu.Lock()
+			if _, free := gt.lock.release(tok, s.nowNanos()); free {
+				broadcastLockFreeLocked(gt)
+			}
+			gt.mu.Unlock()
+		}
+	}()
 
 	dlOK := make([]bool, len(dls))
 	for i, d := range dls {
@@ -249,6 +260,7 @@ func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req
 	}
 
 	gt.mu.Lock()
+	relocked = true
 	for i, d := range dls {
 		if !dlOK[i] || gt.queues[d.qs.queue] != d.qs {
 			continue

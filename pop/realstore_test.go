@@ -169,3 +169,5 @@ func TestArrivalFromRealStoreWakesLongPoll(t *testing.T) {
 	require.NoError(t, o.err)
 	require.Equal(t, []int64{0, 1, 2}, offsetsOf(o.r))
 }
+
+var _ Source = (*store.Store)(nil)
