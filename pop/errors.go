@@ -26,4 +26,7 @@ var (
 	// ErrTooManyWaiters is returned by a long-polling pop that would exceed
 	// Options.MaxWaitersPerKey or Options.MaxWaiters.
 	ErrTooManyWaiters = errors.New("pop: too many long-polling waiters")
+	// ErrStaleEpoch is returned by MemoryOffsets.CommitFenced for a commit
+	// made under an epoch that a Reset has since replaced.
+	ErrStaleEpoch = errors.New("pop: stale offset epoch")
 )

@@ -19,10 +19,6 @@ type Offsets interface {
 	CommitFenced(group, topic string, queueID int, offset int64, epoch uint64) error
 }
 
-// ErrStaleEpoch is returned by MemoryOffsets.CommitFenced for a commit made
-// under an epoch that a Reset has since replaced.
-var ErrStaleEpoch = fmt.Errorf("pop: stale offset epoch")
-
 type offsetKey struct {
 	group, topic string
 	queue        int

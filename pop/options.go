@@ -61,10 +61,12 @@ type Options struct {
 	// DeadLetter receives a message that reached MaxAttempts once its last
 	// invisible time ended. Until it returns nil the message is kept and the
 	// call retried every DeadLetterRetry. nil = never dead-letter: messages
-	// keep being redelivered. It is called without any pop lock held except
-	// the group@topic serialization.
+	// keep being redelivered. It runs inside a pop, holding the
+	// group@topic serialization lock but no mutex: it may append to the
+	// store (a dead-letter topic) but must not pop the same group@topic.
 	DeadLetter func(group string, m *store.Message) error
-	// DeadLetterRetry (default DefaultDeadLetterRetry).
+	// DeadLetterRetry is how long a message whose DeadLetter call failed
+	// waits before the next try (default DefaultDeadLetterRetry).
 	DeadLetterRetry time.Duration
 	// MinInvisible and MaxInvisible clamp Request.Invisible and the
 	// duration of ChangeInvisible (defaults DefaultMinInvisible,
