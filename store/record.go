@@ -210,7 +210,8 @@ func (d *decoder) time() time.Time {
 	if d.err != nil {
 		return time.Time{}
 	}
-	return time.Unix(sec, int64(nsec))
+	// UTC: a zero time comes back as time.Time{} and a UTC time as itself.
+	return time.Unix(sec, int64(nsec)).UTC()
 }
 
 // count reads an element count; every element takes at least one byte, so
