@@ -60,7 +60,7 @@ func storeAppend(e *env, policy store.SyncPolicy, batch, producers int, n int64,
 	var lat latencies
 	var wg sync.WaitGroup
 	errs := make(chan error, producers)
-	start := time.Now()
+	tm := startTimer()
 	for range producers {
 		wg.Add(1)
 		go func() {
@@ -83,13 +83,13 @@ func storeAppend(e *env, policy store.SyncPolicy, batch, producers int, n int64,
 		}()
 	}
 	wg.Wait()
-	el := time.Since(start)
+	el, cpu := tm.stop()
 	close(errs)
 	if err := <-errs; err != nil {
 		return sample{}, err
 	}
 	msgs := st.MaxOffset(benchTopic, 0)
-	s := sample{msgs: msgs, bytes: msgs * bodySize, elapsed: el, lat: lat.all, disk: dirSize(dir)}
+	s := sample{msgs: msgs, bytes: msgs * bodySize, elapsed: el, cpu: cpu, lat: lat.all, disk: dirSize(dir)}
 	if policy == store.SyncGroup {
 		stats := st.Stats()
 		s.note = fmt.Sprintf("%.1f msgs/fsync", float64(stats.Messages)/float64(max(stats.Syncs, 1)))
@@ -163,7 +163,7 @@ func popAckCase(system, ref string, n int64) *bcase {
 		ctx := e.ctx
 		var lat []time.Duration
 		var got int64
-		start := time.Now()
+		tm := startTimer()
 		for got < n {
 			t := time.Now()
 			r, err := svc.Pop(ctx, req)
@@ -181,14 +181,14 @@ func popAckCase(system, ref string, n int64) *bcase {
 			lat = append(lat, time.Since(t))
 			got += int64(len(r.Messages))
 		}
-		el := time.Since(start)
+		el, cpu := tm.stop()
 		if com, ok := mgr.Committed(req.Group, benchTopic, 0); !ok || com != n {
 			return sample{}, fmt.Errorf("pop: committed offset %d (%v) after acking %d", com, ok, n)
 		}
 		if err := svc.Close(); err != nil {
 			return sample{}, err
 		}
-		return sample{msgs: got, bytes: got * bodySize, elapsed: el, lat: lat}, mgr.Close()
+		return sample{msgs: got, bytes: got * bodySize, elapsed: el, cpu: cpu, lat: lat}, mgr.Close()
 	}
 	return c
 }
@@ -215,7 +215,7 @@ func storeReadCase(system, ref string, n int64) *bcase {
 	c.run = func(e *env) (sample, error) {
 		var lat []time.Duration
 		var off int64
-		start := time.Now()
+		tm := startTimer()
 		for off < n {
 			t := time.Now()
 			ms, err := st.Read(benchTopic, 0, off, 32)
@@ -228,8 +228,8 @@ func storeReadCase(system, ref string, n int64) *bcase {
 			lat = append(lat, time.Since(t))
 			off += int64(len(ms))
 		}
-		el := time.Since(start)
-		return sample{msgs: off, bytes: off * bodySize, elapsed: el, lat: lat}, nil
+		el, cpu := tm.stop()
+		return sample{msgs: off, bytes: off * bodySize, elapsed: el, cpu: cpu, lat: lat}, nil
 	}
 	return c
 }
@@ -249,13 +249,13 @@ func storeReopenCase(system, ref string, n int64, size int) *bcase {
 	}
 	c.cleanup = func() { os.RemoveAll(dir) }
 	c.run = func(e *env) (sample, error) {
-		start := time.Now()
+		tm := startTimer()
 		st, err := store.Open(dir, store.Options{})
 		if err != nil {
 			return sample{}, err
 		}
 		got := st.MaxOffset(benchTopic, 0)
-		el := time.Since(start)
+		el, cpu := tm.stop()
 		replayed := st.Stats().Replayed
 		if err := st.Close(); err != nil {
 			return sample{}, err
@@ -264,7 +264,7 @@ func storeReopenCase(system, ref string, n int64, size int) *bcase {
 			return sample{}, fmt.Errorf("reopen: %d messages, want %d", got, n)
 		}
 		note := fmt.Sprintf("%d msgs of %d B; %d replayed", n, size, replayed)
-		return sample{msgs: n, bytes: n * int64(size), elapsed: el, lat: []time.Duration{el}, disk: dirSize(dir), note: note}, nil
+		return sample{msgs: n, bytes: n * int64(size), elapsed: el, cpu: cpu, lat: []time.Duration{el}, disk: dirSize(dir), note: note}, nil
 	}
 	return c
 }

@@ -153,19 +153,19 @@ func storeCrashCase(system, ref string, n int64, size int) *bcase {
 		if err := copyTree(pristine, dir); err != nil {
 			return sample{}, err
 		}
-		start := time.Now()
+		tm := startTimer()
 		st, err := store.Open(dir, store.Options{})
 		if err != nil {
 			return sample{}, err
 		}
 		got := st.MaxOffset(benchTopic, 0)
-		el := time.Since(start)
+		el, cpu := tm.stop()
 		stats := st.Stats()
 		if err := st.Close(); err != nil {
 			return sample{}, err
 		}
 		note := fmt.Sprintf("%d of %d msgs of %d B recovered; %d replayed, %d B cut", got, n, size, stats.Replayed, stats.RecoveryCut)
-		return sample{msgs: got, bytes: got * int64(size), elapsed: el, lat: []time.Duration{el}, note: note}, nil
+		return sample{msgs: got, bytes: got * int64(size), elapsed: el, cpu: cpu, lat: []time.Duration{el}, note: note}, nil
 	}
 	return c
 }
@@ -190,7 +190,7 @@ func jsCrashCase(system string, n int64, size int) *bcase {
 		if err := copyTree(pristine, dir); err != nil {
 			return sample{}, err
 		}
-		start := time.Now()
+		tm := startTimer()
 		node, err := startJS(dir, false)
 		if err != nil {
 			return sample{}, err
@@ -200,10 +200,10 @@ func jsCrashCase(system string, n int64, size int) *bcase {
 		if err != nil {
 			return sample{}, err
 		}
-		el := time.Since(start)
+		el, cpu := tm.stop()
 		got := int64(s.CachedInfo().State.Msgs)
 		note := fmt.Sprintf("%d of %d msgs of %d B recovered", got, n, size)
-		return sample{msgs: got, bytes: got * int64(size), elapsed: el, lat: []time.Duration{el}, note: note}, nil
+		return sample{msgs: got, bytes: got * int64(size), elapsed: el, cpu: cpu, lat: []time.Duration{el}, note: note}, nil
 	}
 	return c
 }

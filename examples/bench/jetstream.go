@@ -138,7 +138,7 @@ func jsAsyncCase(system, ref string, inflight int, n int64) *bcase {
 			return sample{}, err
 		}
 		body := payload(bodySize)
-		start := time.Now()
+		tm := startTimer()
 		for i := range n {
 			sent[i] = time.Now()
 			if _, err := node.js.PublishAsync(jsSubject, body, jetstream.WithStallWait(jsTimeout)); err != nil {
@@ -150,11 +150,11 @@ func jsAsyncCase(system, ref string, inflight int, n int64) *bcase {
 		case <-time.After(5 * jsTimeout):
 			return sample{}, errors.New("jetstream: async publish did not complete")
 		}
-		el := time.Since(start)
+		el, cpu := tm.stop()
 		if f := failed.Load(); f > 0 || acked.Load() != n {
 			return sample{}, fmt.Errorf("jetstream: %d acked, %d failed of %d", acked.Load(), f, n)
 		}
-		return sample{msgs: n, bytes: n * bodySize, elapsed: el, lat: lat, disk: dirSize(dir)}, nil
+		return sample{msgs: n, bytes: n * bodySize, elapsed: el, cpu: cpu, lat: lat, disk: dirSize(dir)}, nil
 	}}
 }
 
@@ -181,7 +181,7 @@ func jsSyncCase(system string, publishers int, n int64, budget time.Duration) *b
 		var done atomic.Int64
 		var wg sync.WaitGroup
 		errs := make(chan error, publishers)
-		start := time.Now()
+		tm := startTimer()
 		for range publishers {
 			wg.Add(1)
 			go func() {
@@ -200,13 +200,13 @@ func jsSyncCase(system string, publishers int, n int64, budget time.Duration) *b
 			}()
 		}
 		wg.Wait()
-		el := time.Since(start)
+		el, cpu := tm.stop()
 		close(errs)
 		if err := <-errs; err != nil {
 			return sample{}, err
 		}
 		m := done.Load()
-		return sample{msgs: m, bytes: m * bodySize, elapsed: el, lat: lat.all, disk: dirSize(dir)}, nil
+		return sample{msgs: m, bytes: m * bodySize, elapsed: el, cpu: cpu, lat: lat.all, disk: dirSize(dir)}, nil
 	}}
 }
 
@@ -259,7 +259,7 @@ func jsFetchCase(system string, ack bool, n int64) *bcase {
 		defer node.js.DeleteConsumer(context.Background(), jsStream, name)
 		var lat []time.Duration
 		var got int64
-		start := time.Now()
+		tm := startTimer()
 		for got < n {
 			t := time.Now()
 			// Never ask for more than is left: Fetch would wait out its
@@ -291,8 +291,8 @@ func jsFetchCase(system string, ack bool, n int64) *bcase {
 				return sample{}, err
 			}
 		}
-		el := time.Since(start)
-		return sample{msgs: got, bytes: got * bodySize, elapsed: el, lat: lat}, nil
+		el, cpu := tm.stop()
+		return sample{msgs: got, bytes: got * bodySize, elapsed: el, cpu: cpu, lat: lat}, nil
 	}
 	return c
 }
@@ -338,7 +338,7 @@ func jsReopenCase(system string, n int64, size int) *bcase {
 	}
 	c.cleanup = func() { os.RemoveAll(dir) }
 	c.run = func(e *env) (sample, error) {
-		start := time.Now()
+		tm := startTimer()
 		node, err := startJS(dir, false)
 		if err != nil {
 			return sample{}, err
@@ -348,12 +348,12 @@ func jsReopenCase(system string, n int64, size int) *bcase {
 		if err != nil {
 			return sample{}, err
 		}
-		el := time.Since(start)
+		el, cpu := tm.stop()
 		if got := int64(s.CachedInfo().State.Msgs); got != n {
 			return sample{}, fmt.Errorf("jetstream restart: %d messages, want %d", got, n)
 		}
 		note := fmt.Sprintf("%d msgs of %d B", n, size)
-		return sample{msgs: n, bytes: n * int64(size), elapsed: el, lat: []time.Duration{el}, disk: dirSize(dir), note: note}, nil
+		return sample{msgs: n, bytes: n * int64(size), elapsed: el, cpu: cpu, lat: []time.Duration{el}, disk: dirSize(dir), note: note}, nil
 	}
 	return c
 }

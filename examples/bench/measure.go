@@ -20,6 +20,7 @@ type sample struct {
 	msgs    int64
 	bytes   int64
 	elapsed time.Duration
+	cpu     time.Duration   // process CPU time spent in the run
 	lat     []time.Duration // one entry per operation (the row says what an operation is)
 	disk    int64           // bytes on disk after the run, 0 = not measured
 	note    string
@@ -108,4 +109,19 @@ func sortedCopy(ds []time.Duration) []time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s
+}
+
+// timer measures a run's wall-clock time and the CPU time (user + system)
+// the whole process spent in it: server, client and background goroutines
+// alike. On a shared machine CPU per message is steadier than wall time,
+// because waiting for a core does not count.
+type timer struct {
+	start time.Time
+	cpu   time.Duration
+}
+
+func startTimer() timer { return timer{start: time.Now(), cpu: processCPU()} }
+
+func (t timer) stop() (wall, cpu time.Duration) {
+	return time.Since(t.start), processCPU() - t.cpu
 }

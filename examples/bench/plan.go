@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -181,6 +182,7 @@ func run(ctx context.Context, cfg *config) ([]*results, error) {
 				if err := ctx.Err(); err != nil {
 					return res, err
 				}
+				runtime.GC() // no system pays for the garbage of the one before
 				s, err := r.c.run(e)
 				if err != nil {
 					r.err = err

@@ -23,6 +23,7 @@ type row struct {
 	spread   float64       // (max-min)/median of the per-repetition rates; -1 = one repetition
 	diskPer  float64       // bytes on disk per message, 0 = not measured
 	mean     time.Duration // mean elapsed time of one repetition
+	cpu      time.Duration // process CPU time over all repetitions
 }
 
 func aggregate(r *results) row {
@@ -35,6 +36,7 @@ func aggregate(r *results) row {
 		w.msgs += s.msgs
 		bytes += s.bytes
 		el += s.elapsed
+		w.cpu += s.cpu
 		lat = append(lat, s.lat...)
 		rates = append(rates, float64(s.msgs)/s.elapsed.Seconds())
 		if s.disk > 0 {
@@ -80,12 +82,12 @@ func report(out io.Writer, cfg *config, res []*results, started time.Time, loadB
 		rows[r.c.system] = aggregate(r)
 		isRef[r.c.ref] = true
 	}
-	fmt.Fprintln(out, "| workload | system | msgs | msgs/s | MB/s | p50 | p99 | latency of | vs reference | spread | note |")
-	fmt.Fprintln(out, "|---|---|--:|--:|--:|--:|--:|---|---|--:|---|")
+	fmt.Fprintln(out, "| workload | system | msgs | msgs/s | MB/s | CPU/msg | p50 | p99 | latency of | vs reference | spread | note |")
+	fmt.Fprintln(out, "|---|---|--:|--:|--:|--:|--:|--:|---|---|--:|---|")
 	for _, r := range res {
 		w := rows[r.c.system]
 		if r.err != nil {
-			fmt.Fprintf(out, "| %s | %s | | | | | | %s | | | FAILED: %v |\n", r.c.workload, r.c.system, r.c.op, r.err)
+			fmt.Fprintf(out, "| %s | %s | | | | | | | %s | | | FAILED: %v |\n", r.c.workload, r.c.system, r.c.op, r.err)
 			continue
 		}
 		vs := "—"
@@ -116,12 +118,19 @@ func report(out io.Writer, cfg *config, res []*results, started time.Time, loadB
 			notes = append(notes, fmt.Sprintf("quick: %d messages, not %d", cfg.reopenN, fullSizes.reopenN))
 		}
 		p50, p99, mbps := dur(w.p50), dur(w.p99), fmt.Sprintf("%.1f", w.mbps)
+		cpu := "—"
+		if w.cpu > 0 && w.msgs > 0 {
+			cpu = dur(w.cpu / time.Duration(w.msgs))
+		}
 		if r.c.workload == wReopen {
 			p99 = "max " + dur(w.p99) // one sample per repetition
 			mbps = "—"                // nothing is read or written
+			if w.cpu > 0 {
+				cpu = dur(w.cpu/time.Duration(len(r.samples))) + " per open"
+			}
 		}
-		fmt.Fprintf(out, "| %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.c.workload, r.c.system, w.msgs, w.rate, mbps, p50, p99, r.c.op, vs, spread, strings.Join(notes, "; "))
+		fmt.Fprintf(out, "| %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.c.workload, r.c.system, w.msgs, w.rate, mbps, cpu, p50, p99, r.c.op, vs, spread, strings.Join(notes, "; "))
 	}
 	fmt.Fprintln(out)
 	targets(out, rows)
@@ -160,6 +169,10 @@ func targets(out io.Writer, rows map[string]row) {
 		case t.time:
 			ratio := b.rate / a.rate // a's time for the same messages over b's
 			measured = fmt.Sprintf("%.3f× the time (%.0f vs %.0f msgs/s)", ratio, a.rate, b.rate)
+			if a.cpu > 0 && b.cpu > 0 {
+				ca, cb := a.cpu/time.Duration(a.msgs), b.cpu/time.Duration(b.msgs)
+				measured += fmt.Sprintf("; CPU %s vs %s per msg (%.3f×)", dur(ca), dur(cb), float64(ca)/float64(cb))
+			}
 			met = ratio <= t.want
 		case rows[t.a].r.c.workload == wReopen:
 			measured = fmt.Sprintf("%s vs %s (%.3f× faster)", dur(a.p50), dur(b.p50), float64(b.p50)/float64(a.p50))
@@ -182,6 +195,8 @@ func dur(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "—"
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", d.Nanoseconds())
 	case d < time.Millisecond:
 		return fmt.Sprintf("%.3gµs", float64(d)/1e3)
 	case d < time.Second:

@@ -42,7 +42,7 @@ func walAppendCase(system string, batch int, sync bool, n int64, budget time.Dur
 			var b wal.Batch
 			var lat []time.Duration
 			next := uint64(1)
-			start := time.Now()
+			tm := startTimer()
 			for {
 				k := q.take(int64(batch))
 				if k == 0 {
@@ -64,9 +64,9 @@ func walAppendCase(system string, batch int, sync bool, n int64, budget time.Dur
 				lat = append(lat, time.Since(t))
 				next += uint64(k)
 			}
-			el := time.Since(start)
+			el, cpu := tm.stop()
 			msgs := int64(next - 1)
-			s := sample{msgs: msgs, bytes: msgs * bodySize, elapsed: el, lat: lat, disk: dirSize(dir)}
+			s := sample{msgs: msgs, bytes: msgs * bodySize, elapsed: el, cpu: cpu, lat: lat, disk: dirSize(dir)}
 			return s, l.Close()
 		},
 	}
