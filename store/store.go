@@ -324,6 +324,15 @@ func (s *Store) loadIndex(tail tailInfo, trust bool) error {
 			q.visible = q.next
 		}
 	}
+	if s.written > s.logMin {
+		e, err := s.lidx.get(s.written - 1)
+		if err == nil && e.logOffset != s.written-1 {
+			err = fmt.Errorf("%w: log index ends at %d, log at %d", ErrCorrupt, e.logOffset, s.written-1)
+		}
+		if err != nil {
+			return fmt.Errorf("log index: %w", err)
+		}
+	}
 	s.log.Info("store: opened", "dir", s.dir, "log_min", s.logMin, "log_next", s.written,
 		"segments", len(s.segs), "replayed", replayed, "queues", s.nq, "cut_bytes", tail.cutBytes)
 	if replayed > 0 || !valid {
