@@ -92,7 +92,10 @@ func (q *queueState) popFIFO(now int64, attempt string, inv time.Duration, max i
 		if attempt != "" && attempt == q.batch.attempt {
 			// The same receive attempt again (its response was lost):
 			// same members, fresh handles, no attempt counted.
-			for _, off := range members {
+			for i, off := range members {
+				if i >= max {
+					break
+				}
 				out = q.deliver(q.entry(off), off, now, inv, false, out)
 			}
 			return out, false

@@ -2,6 +2,7 @@ package pop
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"sync"
 	"testing"
@@ -153,8 +154,10 @@ func (m *popModel) popFIFO(mq *mQueue, q int, now time.Time, inv time.Duration, 
 	var out []want
 	if len(members) > 0 {
 		if attempt != "" && attempt == mq.attempt {
-			for _, off := range members {
-				out = m.deliver(m.msg(mq, off), off, now, inv, false, out)
+			for i, off := range members {
+				if i < max {
+					out = m.deliver(m.msg(mq, off), off, now, inv, false, out)
+				}
 			}
 			return out
 		}
@@ -233,6 +236,12 @@ func (m *popModel) findHandle(h string) *mMsg {
 }
 
 func TestServiceMatchesModel(t *testing.T) {
+	// Longer sequences than rapid's default, unless -rapid.steps was given:
+	// FIFO blocks, expiries and dead letters need several steps to build up.
+	if f := flag.Lookup("rapid.steps"); f != nil && f.Value.String() == f.DefValue {
+		require.NoError(t, flag.Set("rapid.steps", "120"))
+		defer flag.Set("rapid.steps", f.DefValue) //nolint:errcheck
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		m := &popModel{t: rt, src: newMemSource(), clock: newFakeClock(), offs: NewMemoryOffsets(), q: map[modelKey]*mQueue{}, dlGot: map[string]int{}}
 		m.opts = Options{

@@ -175,7 +175,6 @@ type readPlan struct {
 	n     int
 	msgs  []*store.Message
 	err   error
-	dlOK  []bool
 	queue int
 }
 
@@ -193,9 +192,20 @@ func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req
 		rot := make([]int, 0, len(queues))
 		queues = append(append(rot, queues[r:]...), queues[:r]...)
 	}
-	plans := make([]readPlan, 0, len(queues))
+	// A Source or DeadLetter panic must never leave the lock held.
+	unlocked := false
+	defer func() {
+		if unlocked {
+			gt.mu.Lock()
+			if _, free := gt.lock.release(tok, s.nowNanos()); free {
+				broadcastLockFreeLocked(gt)
+			}
+			gt.mu.Unlock()
+		}
+	}()
+
+	states := make([]*queueState, 0, len(queues))
 	var dls []pick
-	owned := false
 	for _, q := range queues {
 		if q < 0 {
 			continue
@@ -204,10 +214,49 @@ func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req
 		if s.opts.DeadLetter != nil {
 			dls = qs.deadLetterDue(now, s.opts.MaxAttempts, s.opts.DeadLetterRetry, dls)
 		}
+		states = append(states, qs)
+	}
+	if len(dls) > 0 {
+		// Dead letters first, so that what they settle is settled before
+		// this pop plans its reads (a FIFO queue may be unblocked by them).
+		unlocked = true
+		gt.mu.Unlock()
+		dlOK := make([]bool, len(dls))
+		for i, d := range dls {
+			if err := s.opts.DeadLetter(g, d.msg); err != nil {
+				s.st.deadLetterFailures.Add(1)
+				s.log.Warn("pop: dead letter failed, will retry", "group", g, "topic", t, "queue", d.qs.queue, "offset", d.off, "attempts", d.att, "err", err)
+				continue
+			}
+			dlOK[i] = true
+		}
+		gt.mu.Lock()
+		unlocked = false
+		for i, d := range dls {
+			if !dlOK[i] || gt.queues[d.qs.queue] != d.qs {
+				continue
+			}
+			if e := d.qs.entry(d.off); e != nil && !e.done && e.gen == d.gen {
+				s.st.deadLettered.Add(1)
+				s.log.Info("pop: message dead-lettered", "group", g, "topic", t, "queue", d.qs.queue, "offset", d.off, "attempts", d.att)
+				d.qs.markDone(e)
+				d.qs.trim()
+				s.commitLocked(gt, d.qs)
+			}
+		}
+		now = s.nowNanos()
+	}
+
+	plans := make([]readPlan, 0, len(states))
+	owned := false
+	for _, qs := range states {
+		if gt.queues[qs.queue] != qs { // dropped while we were out
+			continue
+		}
 		if req.FIFO && qs.fifoOwns(req.AttemptID) {
 			owned = true
 		}
-		plans = append(plans, readPlan{qs: qs, queue: q, from: qs.next()})
+		plans = append(plans, readPlan{qs: qs, queue: qs.queue, from: qs.next()})
 	}
 	if !owned {
 		remaining := req.Max
@@ -231,48 +280,23 @@ func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req
 			remaining -= p.n
 		}
 	}
-	gt.mu.Unlock()
-	relocked := false
-	defer func() {
-		if !relocked { // a Source or DeadLetter panic: never leave the lock held
-			gt.mu.Lock()
-			if _, free := gt.lock.release(tok, s.nowNanos()); free {
-				broadcastLockFreeLocked(gt)
-			}
-			gt.mu.Unlock()
-		}
-	}()
-
-	dlOK := make([]bool, len(dls))
-	for i, d := range dls {
-		if err := s.opts.DeadLetter(g, d.msg); err != nil {
-			s.st.deadLetterFailures.Add(1)
-			s.log.Warn("pop: dead letter failed, will retry", "group", g, "topic", t, "queue", d.qs.queue, "offset", d.off, "attempts", d.att, "err", err)
-			continue
-		}
-		dlOK[i] = true
-	}
+	reads := false
 	for i := range plans {
-		p := &plans[i]
-		if p.n > 0 {
-			p.msgs, p.err = s.src.Read(t, p.queue, p.from, p.n)
+		reads = reads || plans[i].n > 0
+	}
+	if reads {
+		unlocked = true
+		gt.mu.Unlock()
+		for i := range plans {
+			p := &plans[i]
+			if p.n > 0 {
+				p.msgs, p.err = s.src.Read(t, p.queue, p.from, p.n)
+			}
 		}
+		gt.mu.Lock()
+		unlocked = false
 	}
 
-	gt.mu.Lock()
-	relocked = true
-	for i, d := range dls {
-		if !dlOK[i] || gt.queues[d.qs.queue] != d.qs {
-			continue
-		}
-		if e := d.qs.entry(d.off); e != nil && !e.done && e.gen == d.gen {
-			s.st.deadLettered.Add(1)
-			s.log.Info("pop: message dead-lettered", "group", g, "topic", t, "queue", d.qs.queue, "offset", d.off, "attempts", d.att)
-			d.qs.markDone(e)
-			d.qs.trim()
-			s.commitLocked(gt, d.qs)
-		}
-	}
 	if err := ctx.Err(); err != nil {
 		if req.FIFO && req.AttemptID != "" {
 			return nil, seq, fmt.Errorf("pop %s@%s attempt %q: %w: %w", g, t, req.AttemptID, ErrLockTimeout, err)
