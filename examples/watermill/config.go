@@ -25,7 +25,7 @@ const (
 	DefaultPollTime = 2 * time.Second
 	// DefaultNackDelay is how long a nacked message waits before it is
 	// delivered again: at once.
-	DefaultNackDelay = 0
+	DefaultNackDelay time.Duration = 0
 	// DefaultBatchSize is how many messages one pop takes. They are handed to
 	// the output channel one at a time, each after the previous one's Ack.
 	DefaultBatchSize = 16
