@@ -34,6 +34,10 @@ func newBatch(ds []pop.Delivery) []inflight {
 // before its next pop (see deliver).
 const shortNackDelay = 50 * time.Millisecond
 
+// minExtendEvery keeps a tiny InvisibleTime from turning the extension timer
+// into a spin.
+const minExtendEvery = time.Millisecond
+
 // Reasons for handBack.
 const (
 	whyNacked = "nacked"
@@ -117,7 +121,7 @@ func (c *consumer) deliverOne(ctx context.Context, batch []inflight, i int) bool
 // await waits for msg's Ack or Nack while keeping the held messages
 // invisible, or for ctx to end.
 func (c *consumer) await(ctx context.Context, msg *message.Message, held []inflight) outcome {
-	every := c.cfg.InvisibleTime / 3
+	every := max(c.cfg.InvisibleTime/3, minExtendEvery)
 	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
