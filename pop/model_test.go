@@ -57,6 +57,63 @@ type popModel struct {
 	dlFail  bool
 	dlGot   map[string]int
 	batchID int
+	rr      map[string]int // AllQueues rotation per group (lost on restart)
+}
+
+// pop is the model of one Pop: dead letters of every queue it covers
+// first, then queue by queue (rotating for AllQueues) until max.
+func (m *popModel) pop(g string, q int, fifo bool, attempt string, max int, inv time.Duration) []want {
+	now := m.clock.Now()
+	queues := []int{q}
+	if q == AllQueues {
+		queues = nil
+		for x := range 2 {
+			if m.appended(x) > 0 {
+				queues = append(queues, x)
+			}
+		}
+		if len(queues) > 1 {
+			r := m.rr[g] % len(queues)
+			m.rr[g]++
+			queues = append(queues[r:], queues[:r]...)
+		}
+	}
+	for _, x := range queues {
+		m.deadLetterStep(g, m.queue(g, x), x, now)
+	}
+	owned := map[int]bool{}
+	for _, x := range queues {
+		mq := m.queue(g, x)
+		if !fifo || attempt == "" || mq.batch == 0 || mq.attempt != attempt {
+			continue
+		}
+		for off, y := range mq.msgs {
+			if off >= mq.start && y.popped && !y.acked && y.batch == mq.batch {
+				owned[x] = true
+			}
+		}
+	}
+	var out []want
+	for _, x := range queues {
+		if len(out) >= max {
+			break
+		}
+		if len(owned) > 0 && !owned[x] {
+			continue
+		}
+		mq := m.queue(g, x)
+		var got []want
+		if fifo {
+			got = m.popFIFO(mq, x, now, inv, max-len(out), attempt)
+		} else {
+			got = m.popPlain(mq, x, now, inv, max-len(out))
+		}
+		for i := range got {
+			got[i].queue = x
+		}
+		out = append(out, got...)
+	}
+	return out
 }
 
 const mTopic = "T"
@@ -113,6 +170,7 @@ func (m *popModel) deadLetterStep(g string, mq *mQueue, q int, now time.Time) {
 }
 
 type want struct {
+	queue    int
 	off      int64
 	attempts int
 	x        *mMsg
@@ -125,7 +183,7 @@ func (m *popModel) deliver(x *mMsg, off int64, now time.Time, inv time.Duration,
 	if count {
 		x.attempts++
 	}
-	return append(out, want{off, x.attempts, x})
+	return append(out, want{-1, off, x.attempts, x})
 }
 
 func (m *popModel) popPlain(mq *mQueue, q int, now time.Time, inv time.Duration, max int) []want {
@@ -243,7 +301,7 @@ func TestServiceMatchesModel(t *testing.T) {
 		defer flag.Set("rapid.steps", f.DefValue) //nolint:errcheck
 	}
 	rapid.Check(t, func(rt *rapid.T) {
-		m := &popModel{t: rt, src: newMemSource(), clock: newFakeClock(), offs: NewMemoryOffsets(), q: map[modelKey]*mQueue{}, dlGot: map[string]int{}}
+		m := &popModel{t: rt, src: newMemSource(), clock: newFakeClock(), offs: NewMemoryOffsets(), q: map[modelKey]*mQueue{}, dlGot: map[string]int{}, rr: map[string]int{}}
 		m.opts = Options{
 			Now: m.clock.Now, Offsets: m.offs, MaxAttempts: mMaxAttempts, DeadLetterRetry: mDLRetry,
 			HandleKey: []byte("model"), Tick: time.Hour,
@@ -272,7 +330,7 @@ func TestServiceMatchesModel(t *testing.T) {
 			},
 			"pop": func(t *rapid.T) {
 				g := rapid.SampledFrom(mGroups).Draw(t, "group")
-				q := rapid.IntRange(0, 1).Draw(t, "queue")
+				q := rapid.IntRange(AllQueues, 1).Draw(t, "queue")
 				fifo := g == "f" || rapid.Bool().Draw(t, "fifo")
 				attempt := ""
 				if fifo {
@@ -280,29 +338,27 @@ func TestServiceMatchesModel(t *testing.T) {
 				}
 				max := rapid.IntRange(1, 4).Draw(t, "max")
 				inv := rapid.SampledFrom([]time.Duration{0, time.Second, 5 * time.Second, 30 * time.Second}).Draw(t, "inv")
-				now := m.clock.Now()
-				mq := m.queue(g, q)
-				m.deadLetterStep(g, mq, q, now)
-				effInv := max1s(inv)
-				var exp []want
-				if fifo {
-					exp = m.popFIFO(mq, q, now, effInv, max, attempt)
-				} else {
-					exp = m.popPlain(mq, q, now, effInv, max)
-				}
+				exp := m.pop(g, q, fifo, attempt, max, max1s(inv))
 				r, err := m.svc.Pop(bg, Request{Group: g, Topic: mTopic, ClientID: "c", QueueID: q, Max: max, Invisible: inv, FIFO: fifo, AttemptID: attempt})
 				require.NoError(t, err)
 				require.Len(t, r.Messages, len(exp), "pop %s/%d fifo=%v attempt=%q: got %v", g, q, fifo, attempt, offsetsOf(r))
 				for i, d := range r.Messages {
+					require.Equal(t, exp[i].queue, d.Message.QueueID)
 					require.Equal(t, exp[i].off, d.Message.QueueOffset)
 					require.Equal(t, exp[i].attempts, d.Attempts, "attempts of %d", exp[i].off)
-					require.Equal(t, q, d.Message.QueueID)
 					exp[i].x.handle = d.Handle
 				}
-				if g == "f" && len(exp) > 0 { // FIFO order: the batch is the head of the queue
-					require.Equal(t, m.low(mq, q), exp[0].off)
-					for i := 1; i < len(exp); i++ {
-						require.Less(t, exp[i-1].off, exp[i].off)
+				if g == "f" { // FIFO order: each queue's batch is the head of the queue
+					first := map[int]int64{}
+					last := map[int]int64{}
+					for _, w := range exp {
+						if _, ok := first[w.queue]; !ok {
+							first[w.queue] = w.off
+							require.Equal(t, m.low(m.queue(g, w.queue), w.queue), w.off)
+						} else {
+							require.Less(t, last[w.queue], w.off)
+						}
+						last[w.queue] = w.off
 					}
 				}
 			},
@@ -351,6 +407,7 @@ func TestServiceMatchesModel(t *testing.T) {
 			"restart": func(t *rapid.T) {
 				require.NoError(t, m.svc.Close())
 				m.newService()
+				m.rr = map[string]int{}
 				for k, mq := range m.q {
 					low := m.low(mq, k.queue)
 					m.resetModel(mq, low)
