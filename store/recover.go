@@ -55,6 +55,19 @@ func scanTail(segs []*segment, from int) ([]scanItem, error) {
 	return items, nil
 }
 
+// logPos is a position in the log: a segment (by its first wal index) and
+// a byte offset in it. The zero logPos (ok false) is before everything.
+type logPos struct {
+	segment uint64
+	pos     int64
+	ok      bool
+}
+
+// before reports whether p is at or before byte pos of segment seg.
+func (p logPos) before(seg uint64, pos int64) bool {
+	return p.ok && (seg > p.segment || (seg == p.segment && pos >= p.pos))
+}
+
 // tailInfo is what repairTail learned about the end of the log.
 type tailInfo struct {
 	lastStored time.Time // StoredAt of the last kept record (zero if none was scanned)
@@ -67,9 +80,12 @@ type tailInfo struct {
 // last entry). What counts as tail: everything after the first bad entry,
 // as long as no good record follows it. A bad entry followed by good ones is
 // corruption in the middle of the log: an error naming segment and position,
-// never silently dropped data. Records after the last batch-end marker are
-// cut too, so a batch is all-or-nothing across a crash.
-func repairTail(walDir string, segs []*segment, logger *slog.Logger) ([]*segment, tailInfo, error) {
+// never silently dropped data, unless it lies past the last checkpoint
+// (synced), where a power loss may have written later pages but not earlier
+// ones; there it is cut too, and logged as an error with the intact records
+// it took. Records after the last batch-end marker are cut too, so a batch
+// is all-or-nothing across a crash.
+func repairTail(walDir string, segs []*segment, synced logPos, logger *slog.Logger) ([]*segment, tailInfo, error) {
 	var info tailInfo
 	if len(segs) == 0 {
 		return segs, info, nil
@@ -83,16 +99,20 @@ func repairTail(walDir string, segs []*segment, logger *slog.Logger) ([]*segment
 		if err != nil {
 			return nil, info, err
 		}
-		limit := len(items)
+		limit, intactAfter := len(items), 0
 		for k, it := range items {
 			if it.ok {
 				continue
 			}
 			for _, later := range items[k+1:] {
-				if later.ok {
+				if !later.ok {
+					continue
+				}
+				if !synced.before(segs[it.seg].start, it.start) {
 					return nil, info, fmt.Errorf("log segment %s position %d (log offset %d follows it intact): %w",
 						segs[it.seg].path, it.start, later.logOffset, it.err)
 				}
+				intactAfter++
 			}
 			limit = k
 			break
@@ -128,7 +148,12 @@ func repairTail(walDir string, segs []*segment, logger *slog.Logger) ([]*segment
 		} else {
 			attrs = append(attrs, "reason", "incomplete batch")
 		}
-		logger.Warn("store: recovery cut the log tail", attrs...)
+		if intactAfter > 0 {
+			attrs = append(attrs, "intact_records_cut", intactAfter)
+			logger.Error("store: recovery cut the unsynced log tail at a bad record followed by intact ones", attrs...)
+		} else {
+			logger.Warn("store: recovery cut the log tail", attrs...)
+		}
 		for j := len(segs) - 1; j > cutSeg; j-- {
 			if err := os.Remove(segs[j].path); err != nil {
 				return nil, info, err

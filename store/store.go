@@ -136,7 +136,13 @@ func (s *Store) open() error {
 	if err != nil {
 		return err
 	}
-	segs, tail, err := repairTail(s.walDir, segs, s.log)
+	// Up to the last checkpoint the log was synced: corruption there is
+	// never a torn tail.
+	var synced logPos
+	if ck, err := readCheckpoint(s.dir); err == nil && ck != nil {
+		synced = logPos{segment: ck.segment, pos: ck.pos, ok: true}
+	}
+	segs, tail, err := repairTail(s.walDir, segs, synced, s.log)
 	if err != nil {
 		return err
 	}
