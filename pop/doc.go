@@ -68,7 +68,8 @@
 //
 // # Long polling
 //
-// Waiters wake on arrival (Arrived; wire store.Options.OnAppend to it), on
+// Waiters wake on arrival (Arrived; wire the store to it with
+// store.Options{OnAppend: func(t string, q int, _ int64) { svc.Arrived(t, q) }}), on
 // an ack that unblocks a FIFO queue, on the group@topic lock being
 // released, and when an invisible time or FIFO block ends (checked every
 // Options.Tick). Options.MaxWaitersPerKey and Options.MaxWaiters cap them

@@ -3,6 +3,7 @@ package pop
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/brokercore/brokercore/store"
@@ -99,6 +100,14 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 			gt.mu.Unlock()
 			res.Messages = s.deliveries(gt, picks)
 			s.countDelivered(picks)
+			if s.log.Enabled(ctx, slog.LevelDebug) {
+				for _, p := range picks {
+					if p.att > 1 {
+						s.log.Debug("pop: redelivered after its invisible time ended", "group", req.Group, "topic", req.Topic,
+							"queue", p.qs.queue, "offset", p.off, "attempts", p.att, "client", req.ClientID)
+					}
+				}
+			}
 			return res, nil
 		}
 		if req.Poll <= 0 || !time.Now().Before(pollEnd) {
