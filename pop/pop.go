@@ -282,6 +282,11 @@ func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req
 				p.n = remaining
 			}
 			if p.n > 0 {
+				if min := s.src.MinOffset(t, p.queue); min > p.from {
+					s.log.Warn("pop: log no longer holds the next offset (retention), skipping ahead", "group", g, "topic", t, "queue", p.queue, "from", p.from, "min", min)
+					p.qs.skipTo(min)
+					p.from = p.qs.next()
+				}
 				if avail := s.src.MaxOffset(t, p.queue) - p.from; avail < int64(p.n) {
 					p.n = int(max(avail, 0))
 				}

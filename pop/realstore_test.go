@@ -171,3 +171,42 @@ func TestArrivalFromRealStoreWakesLongPoll(t *testing.T) {
 }
 
 var _ Source = (*store.Store)(nil)
+
+// TestRetentionPastTheNextOffsetSkipsAheadAndKeepsInFlight: the store
+// retained segments the group had not read yet; the pop skips to the new
+// MinOffset (logged), in-flight messages are still redelivered from memory,
+// and the commit moves past the skipped range once they are acked.
+func TestRetentionPastTheNextOffsetSkipsAheadAndKeepsInFlight(t *testing.T) {
+	var hook atomic.Pointer[Service]
+	st, err := store.Open(t.TempDir(), store.Options{Sync: store.SyncNone, SegmentSize: 4096, MaxBytes: 1, RetainEvery: -1})
+	require.NoError(t, err)
+	defer st.Close()
+	for range 40 {
+		appendN(t, st, "T", 0, 10)
+	}
+	clock := newFakeClock()
+	offs := NewMemoryOffsets()
+	s := New(st, Options{Now: clock.Now, Offsets: offs})
+	hook.Store(s)
+	defer s.Close()
+	r, err := s.Pop(bg, req0(2, 10*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1}, offsetsOf(r))
+
+	n, err := st.Retain()
+	require.NoError(t, err)
+	require.Positive(t, n)
+	min := st.MinOffset("T", 0)
+	require.Greater(t, min, int64(2))
+
+	r2, err := s.Pop(bg, req0(2, 10*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, []int64{min, min + 1}, offsetsOf(r2))
+	clock.Advance(10 * time.Second)
+	r3, err := s.Pop(bg, req0(2, 10*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1}, offsetsOf(r3), "in-flight messages survive retention")
+	ackAll(t, s, r3)
+	c, _ := offs.Committed("g", "T", 0)
+	require.Equal(t, min, c, "the commit moved past the retained range")
+}
