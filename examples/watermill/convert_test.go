@@ -1,6 +1,7 @@
 package brokercore
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,10 +37,15 @@ func FuzzMessageMapping(f *testing.F) {
 		_, leaked := out.Metadata[UUIDProperty]
 		assert.False(t, leaked)
 
-		// A message from another producer: no UUID property.
+		// A message from another producer: its UUID is its UUIDProperty if
+		// it has one, else its position.
 		foreign := fromStore(&store.Message{Topic: k, QueueID: queue, QueueOffset: int64(len(v)),
 			Body: payload, Properties: map[string]string{k: v}})
-		assert.NotEmpty(t, foreign.UUID)
+		if k == UUIDProperty {
+			assert.Equal(t, v, foreign.UUID)
+		} else {
+			assert.Equal(t, fmt.Sprintf("%s/%d/%d", k, queue, len(v)), foreign.UUID)
+		}
 		_, leaked = foreign.Metadata[UUIDProperty]
 		assert.False(t, leaked)
 	})
