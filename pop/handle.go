@@ -71,6 +71,11 @@ func (s *signer) encode(h handle) string {
 	b = binary.AppendUvarint(b, uint64(len(h.topic)))
 	b = append(b, h.topic...)
 	b = append(b, s.mac(b)...)
+	var out [256]byte
+	if n := base64.RawURLEncoding.EncodedLen(len(b)); n <= len(out) {
+		base64.RawURLEncoding.Encode(out[:n], b)
+		return string(out[:n]) // one allocation per handle
+	}
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -80,10 +85,16 @@ func (s *signer) decode(str string) (handle, error) {
 	if len(str) == 0 || len(str) > maxHandleLen {
 		return h, fmt.Errorf("handle of %d bytes: %w", len(str), ErrBadHandle)
 	}
-	b, err := base64.RawURLEncoding.DecodeString(str)
+	var buf [192]byte
+	b := buf[:]
+	if n := base64.RawURLEncoding.DecodedLen(len(str)); n > len(buf) {
+		b = make([]byte, n)
+	}
+	n, err := base64.RawURLEncoding.Decode(b, []byte(str))
 	if err != nil {
 		return h, fmt.Errorf("handle encoding: %w", ErrBadHandle)
 	}
+	b = b[:n]
 	if len(b) < 1+8+handleMACLen || b[0] != handleVersion {
 		return h, fmt.Errorf("handle header: %w", ErrBadHandle)
 	}
