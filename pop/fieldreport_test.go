@@ -69,8 +69,13 @@ func runFieldReport(t *testing.T, s *Service, src Source, gateRead func() func()
 		}()
 	}
 	if !s.failFastFIFO {
-		// They queue for the lock (no spin: the number of reads stays put).
+		// They queue for the lock and sleep: no spin — nobody tries the
+		// lock again while the holder keeps it.
 		waitFor(t, "16 retries queued for the lock", func() bool { return s.Stats().LockWaits == 16 })
+		tries := s.Stats().LockContended
+		time.Sleep(20 * time.Millisecond) // a spinning retry would try thousands of times meanwhile
+		require.Equal(t, tries, s.Stats().LockContended, "busy spin on the lock")
+		require.EqualValues(t, 16, tries)
 	} else {
 		wg.Wait()
 	}
@@ -81,6 +86,11 @@ func runFieldReport(t *testing.T, s *Service, src Source, gateRead func() func()
 	return out
 }
 
+// TestFIFORetryWaitsForLockInsteadOfReturningEmpty is the field report
+// (apache/rocketmq#10827) step by step. Checked against the broken design:
+// with s.failFastFIFO = true set in this test it fails at once with
+// "empty responses: should be zero, but was 16";
+// TestFieldReportChainWithFailFastFIFORetry keeps that check running.
 func TestFIFORetryWaitsForLockInsteadOfReturningEmpty(t *testing.T) {
 	src := newMemSource()
 	src.append("T", 0, 4)
