@@ -59,7 +59,7 @@ func TestLogMatchesModelUnderAppendsReopensAndCrashes(t *testing.T) {
 		require.NoError(rt, err)
 		defer os.RemoveAll(dir)
 		o := Options{
-			Sync:        SyncNone,
+			Sync:        rapid.SampledFrom([]SyncPolicy{SyncNone, SyncNone, SyncGroup}).Draw(rt, "sync"),
 			SegmentSize: rapid.IntRange(200, 2000).Draw(rt, "segment"),
 			MaxBytes:    rapid.SampledFrom([]int64{0, 1500, 4000}).Draw(rt, "max bytes"),
 			RetainEvery: -1, // only the "retain" action drops segments
@@ -120,6 +120,9 @@ func TestLogMatchesModelUnderAppendsReopensAndCrashes(t *testing.T) {
 					_ = i
 				}
 				m.ends = append(m.ends, len(m.recs))
+				if o.Sync == SyncGroup {
+					m.synced = len(m.recs) // acknowledged means fsynced
+				}
 			},
 			"retain": func(rt *rapid.T) {
 				dropped, err := s.Retain()
