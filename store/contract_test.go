@@ -581,3 +581,11 @@ func TestCloseRacingAppendsLosesNoAcknowledgedAppend(t *testing.T) {
 		assert.Equal(t, body, string(got[0].Body))
 	}
 }
+
+func TestBackgroundRetentionRunsEveryRetainEvery(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{Sync: SyncNone, SegmentSize: 1024, MaxBytes: 2048, RetainEvery: 5 * time.Millisecond})
+	defer s.Close()
+	fillSegments(t, s, "t", 60)
+	waitFor(t, func() bool { return s.Stats().Retained > 0 })
+	assert.Positive(t, s.MinOffset("t", 0))
+}
