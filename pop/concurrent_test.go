@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,8 +17,12 @@ import (
 // consumers of two groups concurrently (under -race) while the clock moves
 // and some deliveries are dropped unacked: every message of every group
 // must end up acked exactly once, and the committed offsets at the end.
+// BROKERCORE_LONG=1 makes it a soak run.
 func TestConcurrentConsumersLoseNothingAndAckEachOnce(t *testing.T) {
-	const queues, perQueue = 4, 150
+	queues, perQueue := 4, 150
+	if os.Getenv("BROKERCORE_LONG") == "1" { // opt-in soak
+		queues, perQueue = 8, 5000
+	}
 	src, clock := newMemSource(), newFakeClock()
 	offs := NewMemoryOffsets()
 	s := New(src, Options{Now: clock.Now, Offsets: offs, Tick: time.Millisecond})
@@ -27,6 +32,10 @@ func TestConcurrentConsumersLoseNothingAndAckEachOnce(t *testing.T) {
 		src.append("T", q, perQueue)
 	}
 	total := int64(queues * perQueue)
+	timeout := 30 * time.Second
+	if os.Getenv("BROKERCORE_LONG") == "1" {
+		timeout = 5 * time.Minute
+	}
 	type key struct {
 		group string
 		queue int
@@ -85,7 +94,7 @@ func TestConcurrentConsumersLoseNothingAndAckEachOnce(t *testing.T) {
 	go func() { wg.Wait(); close(finished) }()
 	select {
 	case <-finished:
-	case <-time.After(30 * time.Second):
+	case <-time.After(timeout):
 		cancel()
 		<-finished
 		t.Fatalf("stuck: acked %d and %d of %d", done[0].Load(), done[1].Load(), total)
