@@ -21,7 +21,6 @@ type memSource struct {
 	onAppend func(topic string, queue int)
 	gates    map[int]chan struct{}
 	entered  chan int
-	reads    int
 }
 
 func newMemSource() *memSource {
@@ -66,7 +65,6 @@ func (m *memSource) gate(queue int) (release func()) {
 func (m *memSource) Read(topic string, queue int, offset int64, max int) ([]*store.Message, error) {
 	m.mu.Lock()
 	g := m.gates[queue]
-	m.reads++
 	m.mu.Unlock()
 	if g != nil {
 		m.entered <- queue
