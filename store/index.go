@@ -1,10 +1,13 @@
 package store
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"os"
+	"path/filepath"
+	"strconv"
 )
 
 // The index is a set of files of fixed-size entries, RocketMQ's "consume
@@ -198,4 +201,24 @@ func (q *queue) search(lo, hi int64, ok func(entry) bool) (int64, error) {
 		}
 	}
 	return lo, nil
+}
+
+// queue returns the state of (topic, id), creating it (and its index file)
+// if create is set. Callers hold mu exclusively (or are Open).
+func (s *Store) queue(topic string, id int, create bool) (*queue, error) {
+	if q := s.queues[topic][id]; q != nil || !create {
+		return q, nil
+	}
+	name := base64.RawURLEncoding.EncodeToString([]byte(topic)) + "." + strconv.Itoa(id) + ".cq"
+	idx, err := openIndexFile(filepath.Join(s.dir, "index", name), 0)
+	if err != nil {
+		return nil, err
+	}
+	q := &queue{topic: topic, id: id, idx: idx, lastLog: -1}
+	if s.queues[topic] == nil {
+		s.queues[topic] = map[int]*queue{}
+	}
+	s.queues[topic][id] = q
+	s.nq++
+	return q, nil
 }

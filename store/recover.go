@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -214,6 +215,194 @@ func replay(segs []*segment, from int, pos int64, fn replayFn) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// loadIndex brings the index up to the log: from the checkpoint when it is
+// consistent with the log, else rebuilt from the oldest segment.
+func (s *Store) loadIndex(tail tailInfo, trust bool) error {
+	ck, err := readCheckpoint(s.dir)
+	if err != nil {
+		s.log.Warn("store: unreadable checkpoint, rebuilding the index from the log", "dir", s.dir, "err", err)
+		ck = nil
+	}
+	valid := trust && ck != nil && ck.next <= s.written && ck.next >= s.logMin
+	fromSeg, fromPos := 0, int64(0)
+	if valid {
+		fromSeg = -1
+		for i, sg := range s.segs {
+			if sg.start == ck.segment {
+				fromSeg, fromPos = i, ck.pos
+			}
+		}
+		if ck.next == s.written {
+			fromSeg = len(s.segs) // nothing to replay
+		}
+		valid = fromSeg >= 0
+	}
+	if ck != nil && !valid && trust {
+		s.log.Warn("store: checkpoint does not match the log, rebuilding the index",
+			"dir", s.dir, "checkpoint", ck.next, "log_min", s.logMin, "log_next", s.written)
+	}
+	next := s.logMin
+	if valid {
+		next = ck.next
+		s.lastStored = ck.lastStored
+	} else {
+		fromSeg, fromPos = 0, 0
+		if err := os.RemoveAll(filepath.Join(s.dir, "index")); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(s.dir, "index"), 0o750); err != nil {
+			return err
+		}
+	}
+	if s.lidx, err = openIndexFile(filepath.Join(s.dir, "index", "log.idx"), next); err != nil {
+		return err
+	}
+	if valid {
+		for _, cq := range ck.queues {
+			q, err := s.queue(cq.topic, cq.id, true)
+			if err != nil {
+				return err
+			}
+			q.min, q.next, q.lastLog = cq.min, cq.next, cq.lastLog
+			q.idx.reset(cq.next)
+		}
+	}
+	replayed := 0
+	expect := next
+	err = replay(s.segs, fromSeg, fromPos, func(m *Message, sg *segment, pos int64, size int) error {
+		if m.LogOffset < expect {
+			return nil // before the checkpoint position: already indexed
+		}
+		if m.LogOffset != expect {
+			return fmt.Errorf("log segment %s position %d: %w: log offset %d, expected %d", sg.path, pos, ErrCorrupt, m.LogOffset, expect)
+		}
+		expect++
+		q, err := s.queue(m.Topic, m.QueueID, true)
+		if err != nil {
+			return err
+		}
+		if m.QueueOffset != q.next {
+			if valid || m.QueueOffset < q.next {
+				return fmt.Errorf("log segment %s position %d: %w: %s/%d queue offset %d, expected %d",
+					sg.path, pos, ErrCorrupt, m.Topic, m.QueueID, m.QueueOffset, q.next)
+			}
+			q.min, q.next = m.QueueOffset, m.QueueOffset // older records were retained
+		}
+		e := entry{logOffset: m.LogOffset, storedAt: m.StoredAt.UnixNano(), pos: pos, size: uint32(size)}
+		if err := s.lidx.add(m.LogOffset, e); err != nil {
+			return err
+		}
+		if err := q.idx.add(q.next, e); err != nil {
+			return err
+		}
+		q.next++
+		q.lastLog = m.LogOffset
+		if m.StoredAt.After(s.lastStored) {
+			s.lastStored = m.StoredAt
+		}
+		replayed++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.stats.replayed.Store(int64(replayed))
+	if !valid && ck != nil {
+		// A queue the log no longer shows: if retention took its records,
+		// it keeps the offsets the checkpoint gave it (offsets never go
+		// backwards, even for an emptied queue); if the tail cut took them,
+		// they were never durable and it restarts where the log still had
+		// records of it.
+		for _, cq := range ck.queues {
+			if s.queues[cq.topic][cq.id] != nil {
+				continue
+			}
+			q, err := s.queue(cq.topic, cq.id, true)
+			if err != nil {
+				return err
+			}
+			next := cq.next
+			if cq.lastLog >= s.logMin {
+				next = cq.min
+			}
+			q.min, q.next, q.lastLog = next, next, -1
+			q.idx.reset(next)
+		}
+	}
+	if expect != s.written {
+		return fmt.Errorf("%w: replay ended at log offset %d, log ends at %d", ErrCorrupt, expect, s.written)
+	}
+	if tail.lastStored.After(s.lastStored) {
+		s.lastStored = tail.lastStored
+	}
+	for _, qs := range s.queues {
+		for _, q := range qs {
+			if err := s.raiseMin(q); err != nil {
+				return err
+			}
+			if err := checkNewest(q); err != nil {
+				return err
+			}
+			q.visible = q.next
+		}
+	}
+	if s.written > s.logMin {
+		e, err := s.lidx.get(s.written - 1)
+		if err == nil && e.logOffset != s.written-1 {
+			err = fmt.Errorf("%w: log index ends at %d, log at %d", ErrCorrupt, e.logOffset, s.written-1)
+		}
+		if err != nil {
+			return fmt.Errorf("log index: %w", err)
+		}
+	}
+	s.log.Info("store: opened", "dir", s.dir, "log_min", s.logMin, "log_next", s.written,
+		"segments", len(s.segs), "replayed", replayed, "queues", s.nq, "cut_bytes", tail.cutBytes)
+	if replayed > 0 || !valid {
+		return s.checkpoint()
+	}
+	return nil
+}
+
+// raiseMin moves q.min up to the first offset whose record is still in the
+// log (after retention dropped segments).
+func (s *Store) raiseMin(q *queue) error {
+	if q.min >= q.next {
+		return nil
+	}
+	first, err := q.idx.get(q.min)
+	if err != nil {
+		return fmt.Errorf("%s/%d: %w", q.topic, q.queueID(), err)
+	}
+	if first.logOffset >= s.logMin {
+		return nil
+	}
+	m, err := q.search(q.min, q.next, func(e entry) bool { return e.logOffset >= s.logMin })
+	if err != nil {
+		return err
+	}
+	q.min = m
+	return nil
+}
+
+func (q *queue) queueID() int { return q.id }
+
+// checkNewest verifies that a queue's index ends where its state says, so a
+// damaged or stale index file is caught (and rebuilt) at Open rather than
+// at a Read.
+func checkNewest(q *queue) error {
+	if q.next <= q.min || q.lastLog < 0 {
+		return nil
+	}
+	e, err := q.idx.get(q.next - 1)
+	if err != nil {
+		return fmt.Errorf("%s/%d: %w", q.topic, q.id, err)
+	}
+	if e.logOffset != q.lastLog {
+		return fmt.Errorf("%w: %s/%d index ends at log offset %d, expected %d", ErrCorrupt, q.topic, q.id, e.logOffset, q.lastLog)
 	}
 	return nil
 }
