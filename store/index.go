@@ -100,9 +100,9 @@ func (x *indexFile) add(n int64, e entry) error {
 		}
 		x.flushed = n
 	}
-	var b [entrySize]byte
-	e.put(b[:])
-	x.buf = append(x.buf, b[:]...)
+	at := len(x.buf)
+	x.buf = append(x.buf, make([]byte, entrySize)...) // no allocation once buf has grown
+	e.put(x.buf[at:])
 	if len(x.buf) >= flushBytes {
 		return x.flush()
 	}
@@ -164,14 +164,14 @@ func (x *indexFile) get(n int64) (entry, error) {
 		}
 		return decodeEntry(x.buf[i*entrySize : (i+1)*entrySize])
 	}
-	var b [entrySize]byte
 	if n < 0 {
 		return entry{}, fmt.Errorf("%w: index entry %d", ErrCorrupt, n)
 	}
-	if _, err := x.f.ReadAt(b[:], n*entrySize); err != nil {
+	b := make([]byte, entrySize)
+	if _, err := x.f.ReadAt(b, n*entrySize); err != nil {
 		return entry{}, fmt.Errorf("%w: read index %s entry %d: %v", ErrCorrupt, x.f.Name(), n, err)
 	}
-	return decodeEntry(b[:])
+	return decodeEntry(b)
 }
 
 // queue is the state of one (topic, queue): its offsets and its index file.
