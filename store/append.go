@@ -77,34 +77,114 @@ func (s *Store) Append(msgs ...*Message) error {
 		s.mu.Unlock()
 		return err
 	}
-	end, notes, err := s.write(msgs)
+	group := s.opts.Sync == SyncGroup
+	var as []assigned
+	if group {
+		as = make([]assigned, len(msgs))
+	}
+	end, notes, err := s.write(msgs, as)
 	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	if s.opts.Sync != SyncGroup {
+	if !group {
 		s.mu.Unlock()
 		s.notify(notes)
 		return nil
 	}
 	w := waiterPool.Get().(chan error)
 	s.waiters = append(s.waiters, waiter{end: end, done: w})
-	s.kickCommitter()
+	lead := !s.writing
+	s.writing = s.writing || lead
 	s.mu.Unlock()
-	err = <-w // the committer answers exactly the appenders its fsync covered
-	waiterPool.Put(w)
-	if err == nil {
-		// The appender, not the committer, calls OnAppend: a hook that
-		// appends again must not wait on the goroutine that is calling it.
-		s.notify(notes)
+	if lead {
+		s.leadWrites(maxLeadGroups)
 	}
-	return err
+	err = <-w // answered once a write and an fsync covered the batch
+	waiterPool.Put(w)
+	if err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		m.QueueOffset, m.LogOffset, m.StoredAt = as[i].qoff, as[i].loff, as[i].stored
+	}
+	// The appender, not the committer, calls OnAppend: a hook that appends
+	// again must not wait on the goroutine that is calling it.
+	s.notify(notes)
+	return nil
 }
 
-// write appends the batch to the wal and the index. Callers hold mu
-// exclusively. It returns the log offset just past the batch and the
-// OnAppend notices to make once the batch is visible.
-func (s *Store) write(msgs []*Message) (int64, []notice, error) {
+// assigned holds what Append assigns to a message until the batch is
+// durable (SyncGroup): a failed append fills in nothing.
+type assigned struct {
+	qoff, loff int64
+	stored     time.Time
+}
+
+// roll is a segment wal starts: its first wal index, and the final size of
+// the segment before it.
+type roll struct {
+	start    uint64
+	prevSize int64
+}
+
+// maxLeadGroups bounds how many groups an appender writes for others before
+// its own Append returns; what is left then goes to the committer.
+const maxLeadGroups = 4
+
+// leadWrites writes the pending records of SyncGroup appenders to the wal,
+// group after group, up to max groups or until none are left: one wal write
+// per group instead of one per append, while the committer fsyncs the
+// previous group. One leader at a time (s.writing); it holds no lock while
+// writing. Records left pending are handed to the committer.
+func (s *Store) leadWrites(max int) {
+	for n := 0; ; n++ {
+		s.mu.Lock()
+		if s.pendN == 0 || s.failErr != nil || n == max {
+			left := s.pendN > 0 && s.failErr == nil
+			s.writing = false
+			s.walCond.Broadcast()
+			s.mu.Unlock()
+			if left {
+				s.kickCommitter()
+			}
+			return
+		}
+		batch, rolls, target := s.pend, s.pendRolls, s.written
+		s.pend, s.spare, s.pendN, s.pendRolls = s.spare, wal.Batch{}, 0, nil
+		s.mu.Unlock()
+
+		err := s.walWrite(&batch)
+
+		s.mu.Lock()
+		if err != nil {
+			s.fail(fmt.Errorf("wal write: %w", err))
+			s.writing = false
+			s.walCond.Broadcast()
+			s.mu.Unlock()
+			return
+		}
+		for _, r := range rolls {
+			if err := s.addSegment(r.start, r.prevSize); err != nil {
+				s.fail(err)
+			}
+		}
+		s.walNext = target
+		batch.Clear()
+		s.spare = batch
+		s.walCond.Broadcast()
+		s.mu.Unlock()
+		s.kickCommitter()
+	}
+}
+
+// write assigns offsets to the batch, encodes it and adds it to the index.
+// Under SyncGroup (as != nil) the records join the pending wal batch that a
+// leading appender writes for the whole group, and the assigned fields go to
+// as; otherwise write appends them to the wal itself and fills in the
+// messages. Callers hold mu exclusively. It returns the log offset just past
+// the batch and the OnAppend notices to make once the batch is visible.
+func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 	now := s.opts.Now()
 	stored := now
 	if stored.Before(s.lastStored) {
@@ -114,10 +194,6 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 	// refusal or an error below leaves everything as it was.
 	pl := s.plBuf[:0]
 	size := s.tailSize
-	type roll struct {
-		start    uint64
-		prevSize int64
-	}
 	var rolls []roll
 	segSize := int64(s.opts.SegmentSize)
 	if size > segSize { // wal starts a new segment before the batch
@@ -158,19 +234,32 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 	}
 	s.encBuf = buf
 	s.plBuf = pl[:0]
+	wb := &s.batch
+	if as != nil {
+		wb = &s.pend // the leading appender writes it
+	}
 	at := 0
 	for i := range pl {
-		s.batch.Write(uint64(s.written)+uint64(i)+1, buf[at:at+pl[i].size])
+		wb.Write(uint64(s.written)+uint64(i)+1, buf[at:at+pl[i].size])
 		at += pl[i].size
 	}
-	if err := s.walWrite(&s.batch); err != nil {
-		return 0, nil, s.fail(fmt.Errorf("wal write: %w", err))
-	}
-	// The records are in the wal; from here on, memory follows.
-	for _, r := range rolls {
-		if err := s.addSegment(r.start, r.prevSize); err != nil {
-			return 0, nil, s.fail(err)
+	if as != nil {
+		s.pendN += len(pl)
+		s.pendRolls = append(s.pendRolls, rolls...)
+	} else {
+		if err := s.walWrite(wb); err != nil {
+			return 0, nil, s.fail(fmt.Errorf("wal write: %w", err))
 		}
+		// The records are in the wal; from here on, memory follows.
+		for _, r := range rolls {
+			if err := s.addSegment(r.start, r.prevSize); err != nil {
+				return 0, nil, s.fail(err)
+			}
+		}
+		s.walNext = s.written + int64(len(msgs))
+	}
+	if len(rolls) > 0 {
+		s.tailStart = rolls[len(rolls)-1].start
 	}
 	s.tailSize = size
 	for i, m := range msgs {
@@ -183,7 +272,11 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 		}
 		p.q.next = p.qoff + 1
 		p.q.lastLog = p.entry.logOffset
-		m.QueueOffset, m.LogOffset, m.StoredAt = p.qoff, p.entry.logOffset, stored
+		if as != nil {
+			as[i] = assigned{p.qoff, p.entry.logOffset, stored}
+		} else {
+			m.QueueOffset, m.LogOffset, m.StoredAt = p.qoff, p.entry.logOffset, stored
+		}
 	}
 	s.written += int64(len(msgs))
 	s.lastStored = stored
@@ -191,7 +284,10 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 	s.stats.messages.Add(uint64(len(msgs)))
 	s.stats.bytes.Add(uint64(len(buf)))
 	if len(buf) > 1<<20 {
-		s.encBuf, s.batch = nil, wal.Batch{} // do not pin a large batch's buffers
+		s.encBuf = nil // do not pin a large batch's buffer
+		if as == nil {
+			s.batch = wal.Batch{}
+		}
 	}
 	var notes []notice
 	if s.opts.OnAppend != nil {
@@ -214,7 +310,9 @@ func (s *Store) write(msgs []*Message) (int64, []notice, error) {
 	return s.written, notes, nil
 }
 
-// addSegment registers a segment wal just created. Callers hold mu.
+// addSegment registers a segment wal just created (the projected tail,
+// tailStart and tailSize, moved on when the records were placed). Callers
+// hold mu.
 func (s *Store) addSegment(start uint64, prevSize int64) error {
 	s.segs[len(s.segs)-1].size = prevSize
 	// wal keeps the closed segment's bytes in its read cache; the store
@@ -227,7 +325,6 @@ func (s *Store) addSegment(start uint64, prevSize int64) error {
 	}
 	sg.f = f
 	s.segs = append(s.segs, sg)
-	s.tailSize = 0
 	s.dirDirty = true
 	s.ckptDue = true
 	s.kickCommitter()

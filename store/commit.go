@@ -7,12 +7,15 @@ import (
 	"time"
 )
 
-// The committer goroutine owns every log fsync. Appenders write to the wal
-// (opened NoSync) under mu, register a waiter, kick the committer and wait
-// outside the lock; the committer takes everything written so far, fsyncs
-// once outside mu, then marks it durable, makes it visible and answers
-// exactly the waiters it covered: one fsync per group, however many
-// appenders are waiting, and no thundering herd on the lock.
+// The committer goroutine owns the log fsyncs. Under SyncGroup an appender
+// places and encodes its records under mu, adds them to the pending wal
+// batch and registers a waiter; the first appender to find nobody writing
+// becomes the leader and writes pending groups to the wal (opened NoSync)
+// outside mu, one wal write per group, kicking the committer after each.
+// The committer fsyncs what is in the wal outside mu while the next group
+// is written, then marks it durable, makes it visible and answers exactly
+// the waiters it covered: one write and one fsync per group, however many
+// appenders wait, and no thundering herd on the lock.
 
 func (s *Store) kickCommitter() {
 	select {
@@ -37,7 +40,7 @@ func (s *Store) commitLoop() {
 		case <-s.stop:
 			stopping = true
 		}
-		s.syncOnce()
+		s.syncOnce(stopping) // at Close: everything appended so far
 		s.mu.RLock()
 		due := s.ckptDue && s.failErr == nil
 		s.mu.RUnlock()
@@ -52,11 +55,30 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// syncOnce fsyncs everything written so far, then publishes it.
-func (s *Store) syncOnce() error {
+// syncOnce fsyncs what is in the wal, then publishes it. With all set it
+// first makes sure every record appended so far is in the wal (writing the
+// pending group itself when no appender is), so it covers all of them.
+func (s *Store) syncOnce(all bool) error {
 	s.ioMu.Lock()
 	defer s.ioMu.Unlock()
 	s.mu.Lock()
+	if !all && s.pendN > 0 && !s.writing {
+		// Records a leader left behind: write one group first.
+		s.writing = true
+		s.mu.Unlock()
+		s.leadWrites(1)
+		s.mu.Lock()
+	}
+	for all && s.walNext < s.written && s.failErr == nil {
+		if !s.writing {
+			s.writing = true
+			s.mu.Unlock()
+			s.leadWrites(-1)
+			s.mu.Lock()
+			continue
+		}
+		s.walCond.Wait()
+	}
 	if s.failErr != nil || s.filesClosed {
 		err := s.failErr
 		if err == nil {
@@ -65,7 +87,7 @@ func (s *Store) syncOnce() error {
 		s.mu.Unlock()
 		return err
 	}
-	target := s.written
+	target := s.walNext
 	dir := s.dirDirty
 	if target == s.durable && !dir {
 		s.mu.Unlock()
@@ -138,7 +160,7 @@ func (s *Store) Sync() error {
 		return err
 	}
 	s.mu.Unlock()
-	return s.syncOnce()
+	return s.syncOnce(true)
 }
 
 // checkpoint flushes the index files, fsyncs them and the log, and records
@@ -154,7 +176,7 @@ func (s *Store) checkpoint() error {
 	s.ckptDue = false
 	ck := &checkpoint{
 		next:       s.written,
-		segment:    s.segs[len(s.segs)-1].start,
+		segment:    s.tailStart,
 		pos:        s.tailSize,
 		lastStored: s.lastStored,
 	}
@@ -187,7 +209,7 @@ func (s *Store) checkpoint() error {
 	sortQueues(ck.queues)
 
 	// The log must be durable up to ck.next before the checkpoint claims it.
-	if err := s.syncOnce(); err != nil {
+	if err := s.syncOnce(true); err != nil {
 		return err
 	}
 	idxDir, err := os.Open(filepath.Join(s.dir, "index")) // new index files

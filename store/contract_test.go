@@ -168,7 +168,7 @@ func TestGroupCommitSharesOneFsyncAmongWaitingAppenders(t *testing.T) {
 		}()
 	}
 	<-b.entered // the first fsync is in progress …
-	waitFor(t, func() bool { return s.Stats().LogNext == n })
+	waitFor(t, func() bool { s.mu.RLock(); defer s.mu.RUnlock(); return s.written == n })
 	assert.Equal(t, int64(0), s.MaxOffset("t", 0)+s.MaxOffset("t", 1), "nothing is readable before its fsync")
 	close(b.release) // … and every other appender wrote meanwhile
 	wg.Wait()

@@ -18,7 +18,7 @@ type Stats struct {
 	Segments      int
 	Queues        int
 	LogMin        int64 // oldest log offset
-	LogNext       int64 // next log offset
+	LogNext       int64 // next log offset (of what is in the wal)
 	Failed        bool
 }
 
@@ -46,7 +46,7 @@ func (s *Store) Stats() Stats {
 		Segments:      len(s.segs),
 		Queues:        s.nq,
 		LogMin:        s.logMin,
-		LogNext:       s.written,
+		LogNext:       s.walNext,
 		Failed:        s.failErr != nil,
 	}
 }

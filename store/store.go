@@ -16,9 +16,11 @@ import (
 // concurrent use.
 //
 // Lock order: retainMu → ckptMu → ioMu → mu. mu guards all in-memory state;
-// appends hold it exclusively while writing to the wal (not while fsyncing),
-// reads hold it shared. ioMu serialises fsyncs with the closing of segment
-// handles by retention.
+// appends hold it exclusively to place and encode their records (and, except
+// under SyncGroup, to write them to the wal), reads hold it shared; no
+// fsync and no SyncGroup wal write happens under it. ioMu serialises fsyncs
+// with the closing of segment handles by retention. Under SyncGroup one
+// appender at a time (writing) writes the pending groups to the wal.
 type Store struct {
 	dir    string
 	walDir string
@@ -41,8 +43,10 @@ type Store struct {
 	segs   []*segment // in order; the last one is being written
 	lidx   *indexFile // log offset -> entry, for ReadAt
 
-	tailSize   int64 // bytes in the segment being written (mirrors wal's)
-	written    int64 // next log offset
+	tailStart  uint64 // first wal index of the segment being written, once pending records are in
+	tailSize   int64  // its bytes then (mirrors wal's)
+	written    int64  // next log offset to assign
+	walNext    int64  // next log offset to reach the wal (lags written while SyncGroup records are pending)
 	durable    int64 // log offsets below it are fsynced
 	logMin     int64 // oldest log offset still in a segment
 	lastStored time.Time
@@ -51,8 +55,14 @@ type Store struct {
 	pending    []pendingVis
 	waiters    []waiter // SyncGroup appends waiting for their fsync, in log order
 
-	batch  wal.Batch
-	encBuf []byte
+	batch     wal.Batch  // SyncNone/SyncInterval: written by the appender under mu
+	pend      wal.Batch  // SyncGroup: records waiting for the leading appender's write
+	spare     wal.Batch  // the last written group's batch, for reuse
+	pendN     int        // records in pend
+	pendRolls []roll     // segments wal will start when pend is written
+	writing   bool       // a leading appender is writing groups (leadWrites)
+	walCond   *sync.Cond // on mu; broadcast when walNext moves, writing ends or the store fails
+	encBuf    []byte
 	plBuf  []placed
 
 	kick chan struct{}
@@ -106,6 +116,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		syncFile: (*os.File).Sync,
 	}
 	s.walWrite = func(b *wal.Batch) error { return s.wal.WriteBatch(b) }
+	s.walCond = sync.NewCond(&s.mu)
 	if err := os.MkdirAll(filepath.Join(dir, "index"), 0o750); err != nil {
 		return nil, err
 	}
@@ -173,6 +184,8 @@ func (s *Store) open() error {
 	}
 	s.segs = segs
 	s.tailSize = segs[len(segs)-1].size
+	s.tailStart = segs[len(segs)-1].start
+	s.walNext = s.written
 	// wal may just have created the directory and the first segment.
 	for _, d := range []string{s.walDir, filepath.Join(s.dir, "index"), s.dir} {
 		if err := syncDir(d); err != nil {
@@ -213,6 +226,7 @@ func (s *Store) fail(err error) error {
 			w.done <- s.failErr
 		}
 		s.waiters = nil
+		s.walCond.Broadcast()
 	}
 	return s.failErr
 }
