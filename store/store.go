@@ -47,8 +47,8 @@ type Store struct {
 	tailSize   int64  // its bytes then (mirrors wal's)
 	written    int64  // next log offset to assign
 	walNext    int64  // next log offset to reach the wal (lags written while SyncGroup records are pending)
-	durable    int64 // log offsets below it are fsynced
-	logMin     int64 // oldest log offset still in a segment
+	durable    int64  // log offsets below it are fsynced
+	logMin     int64  // oldest log offset still in a segment
 	lastStored time.Time
 	dirDirty   bool // a segment was created since the last directory fsync
 	ckptDue    bool // a segment rolled: write a checkpoint
@@ -63,7 +63,7 @@ type Store struct {
 	writing   bool       // a leading appender is writing groups (leadWrites)
 	walCond   *sync.Cond // on mu; broadcast when walNext moves, writing ends or the store fails
 	encBuf    []byte
-	plBuf  []placed
+	plBuf     []placed
 
 	kick chan struct{}
 	stop chan struct{}
