@@ -72,6 +72,7 @@ func mainErr(args []string, out, progress io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started, load := time.Now(), loadAvg()
+	treeRev = gitRev()
 	res, err := run(ctx, cfg)
 	if err != nil {
 		return err

@@ -234,7 +234,7 @@ func versions() []string {
 				if d.Replace.Version != "" {
 					v = d.Replace.Version
 				}
-				if rev := gitRev(); rev != "" {
+				if rev := treeRev; rev != "" {
 					v += " @ " + rev
 				}
 			}
@@ -243,6 +243,10 @@ func versions() []string {
 	}
 	return out
 }
+
+// treeRev is the tree's commit when the run started (a long run may see
+// commits land before it reports).
+var treeRev string
 
 // gitRev names the commit of the working tree, if git can tell.
 func gitRev() string {
