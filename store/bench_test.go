@@ -30,6 +30,7 @@ func BenchmarkAppendVsRawWal(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body1K)))
 		m := benchMsg(0) // a producer may reuse its Message: Append keeps no reference
+		flushDirtyPages()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			if err := s.Append(m); err != nil {
@@ -49,6 +50,7 @@ func BenchmarkAppendVsRawWal(b *testing.B) {
 		defer l.Close()
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body1K)))
+		flushDirtyPages()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			if err := l.Write(uint64(i)+1, rec); err != nil {
