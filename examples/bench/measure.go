@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"io/fs"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,13 +101,6 @@ func (q *quota) take(k int64) int64 {
 			return got
 		}
 	}
-}
-
-// sortedCopy returns ds sorted, leaving ds as it was.
-func sortedCopy(ds []time.Duration) []time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s
 }
 
 // timer measures a run's wall-clock time and the CPU time (user + system)
