@@ -720,3 +720,45 @@ func TestAcceptBadInputIsErrInvalidAndChangesNothing(t *testing.T) {
 	assert.Error(t, err)
 	assert.Empty(t, r.ChannelClosed(""))
 }
+
+func TestAcceptInputLastSeenCannotKeepARegistrationAlive(t *testing.T) {
+	c := newAccClock()
+	r := consumer.New(consumer.Options{Now: c.Now, ChannelExpiry: 30 * time.Second})
+	client := cl("ch", "c")
+	client.LastSeen = c.Now().Add(24 * time.Hour)
+	_, err := r.RegisterWithoutSub("g", client)
+	require.NoError(t, err)
+	c.Advance(31 * time.Second)
+	assert.Equal(t, 1, r.Scan())
+	assert.Empty(t, r.Clients("g"))
+}
+
+func TestAcceptUnregisterOfUnknownClientChangesNothing(t *testing.T) {
+	r, _, rec := accRegistry(t)
+	_, err := r.Register("g", cl("ch1", "c1"), subs("T"))
+	require.NoError(t, err)
+	rec.take()
+	_ = r.Unregister("g", cl("ch2", "c2"))
+	_ = r.Unregister("other", cl("ch1", "c1"))
+	assert.Empty(t, rec.take())
+	assert.Equal(t, []string{"ch1"}, channels(r.Clients("g")))
+	assert.Equal(t, []string{"g"}, r.GroupsOf("ch1"))
+}
+
+func TestAcceptReturnedSlicesAreTheCallersToModify(t *testing.T) {
+	r, _, _ := accRegistry(t)
+	_, err := r.Register("g", cl("ch1", "c1"), subs("T"))
+	require.NoError(t, err)
+	cs := r.Clients("g")
+	cs[0].ChannelID = "mutated"
+	gs := r.GroupsOf("ch1")
+	gs[0] = "mutated"
+	ss := r.Subscriptions("g")
+	ss[0].Topic = "mutated"
+	gc := r.GroupsConsuming("T")
+	gc[0] = "mutated"
+	assert.Equal(t, []string{"ch1"}, channels(r.Clients("g")))
+	assert.Equal(t, []string{"g"}, r.GroupsOf("ch1"))
+	assert.Equal(t, "T", r.Subscriptions("g")[0].Topic)
+	assert.Equal(t, []string{"g"}, r.GroupsConsuming("T"))
+}

@@ -642,3 +642,41 @@ func TestAcceptStatsIsAPlainStruct(t *testing.T) {
 	assert.Equal(t, uint64(1), s.Locked)
 	assert.Equal(t, uint64(1), s.Refused)
 }
+
+func TestAcceptTokenIncreasesAfterExpiredHolderUnlocks(t *testing.T) {
+	tb, c := accTable(t)
+	l1, ok := tb.TryLock("g", qA, "c1")
+	require.True(t, ok)
+	c.Advance(accLive + time.Second)
+	_ = tb.Unlock("g", qA, "c1")
+	_ = tb.UnlockAll("c1")
+	l2, ok := tb.TryLock("g", qA, "c1")
+	require.True(t, ok)
+	assert.Greater(t, l2.Token, l1.Token)
+}
+
+func TestAcceptKeeperHoldLeavesBadQueuesOutAndReleaseOfUnheldIsHarmless(t *testing.T) {
+	tb, _ := accTable(t)
+	k, err := lock.NewKeeper(tb, "g", "me", time.Second)
+	require.NoError(t, err)
+	defer k.Close()
+	neg := lock.Queue{Topic: "t", QueueID: -1}
+	// Bad input changes nothing: the whole Hold is refused.
+	assert.Empty(t, k.Hold(qA, neg))
+	_, ok := tb.Holder("g", qA)
+	assert.False(t, ok, "a Hold with a bad queue locked the good ones")
+	assert.Empty(t, k.Held())
+	assert.ElementsMatch(t, []lock.Queue{qA}, k.Hold(qA))
+	assert.Empty(t, k.Hold())
+	k.Release(qB, neg)
+	assert.ElementsMatch(t, []lock.Queue{qA}, k.Held())
+	_, ok = tb.TryLock("g", qB, "other")
+	assert.True(t, ok)
+	assert.Empty(t, k.Hold(qB), "contended queue is not held")
+	assert.ElementsMatch(t, []lock.Queue{qA}, k.Held())
+	h, _ := tb.Holder("g", qB)
+	assert.Equal(t, "other", h.ClientID)
+	require.NoError(t, k.Close())
+	h, _ = tb.Holder("g", qB)
+	assert.Equal(t, "other", h.ClientID, "Close must not unlock what the keeper does not hold")
+}
