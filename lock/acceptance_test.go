@@ -680,3 +680,26 @@ func TestAcceptKeeperHoldLeavesBadQueuesOutAndReleaseOfUnheldIsHarmless(t *testi
 	h, _ = tb.Holder("g", qB)
 	assert.Equal(t, "other", h.ClientID, "Close must not unlock what the keeper does not hold")
 }
+
+// At the very instant a lease expires, every operation must agree on whether
+// it is live: Holder, another client's TryLock and Sweep.
+func TestAcceptExpiryInstantIsJudgedAlikeByEveryOperation(t *testing.T) {
+	for _, op := range []string{"holder", "trylock", "sweep"} {
+		tb, c := accTable(t)
+		l, ok := tb.TryLock("g", qA, "c1")
+		require.True(t, ok)
+		c.Advance(l.Expires.Sub(c.Now())) // now == Expires
+		_, held := tb.Holder("g", qA)
+		switch op {
+		case "holder":
+			_, ok2 := tb.TryLock("g", qA, "c2")
+			assert.Equal(t, held, !ok2, "Holder says live=%v but another client's TryLock got=%v", held, ok2)
+		case "trylock":
+			n := tb.Sweep()
+			assert.Equal(t, held, n == 0, "Holder says live=%v but Sweep dropped %d", held, n)
+		case "sweep":
+			got := tb.TryLockBatch("g", []lock.Queue{qA}, "c2")
+			assert.Equal(t, held, len(got) == 0)
+		}
+	}
+}
