@@ -5,8 +5,10 @@ package consumer_test
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -762,3 +764,29 @@ func TestAcceptReturnedSlicesAreTheCallersToModify(t *testing.T) {
 	assert.Equal(t, "T", r.Subscriptions("g")[0].Topic)
 	assert.Equal(t, []string{"g"}, r.GroupsConsuming("T"))
 }
+
+func TestAcceptRejectedRequestsAndExpiryAreLoggedWithKeys(t *testing.T) {
+	var mu sync.Mutex
+	var buf strings.Builder
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.Write(p) })
+	logged := func() string { mu.Lock(); defer mu.Unlock(); return buf.String() }
+	c := newAccClock()
+	r := consumer.New(consumer.Options{Now: c.Now, ChannelExpiry: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	_, err := r.Register("groupQQ", cl("chanQQ", ""), nil)
+	require.Error(t, err)
+	assert.Contains(t, logged(), "groupQQ")
+	assert.Contains(t, logged(), "chanQQ")
+
+	_, err = r.RegisterWithoutSub("groupEXP", cl("chanEXP", "clientEXP"))
+	require.NoError(t, err)
+	c.Advance(11 * time.Second)
+	require.Equal(t, 1, r.Scan())
+	for _, want := range []string{"groupEXP", "chanEXP", "clientEXP"} {
+		assert.Contains(t, logged(), want)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -6,8 +6,10 @@ package offset_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -939,4 +941,45 @@ func TestAcceptEmptyDeliverDoesNotMoveNextOffset(t *testing.T) {
 	assert.NotPanics(t, func() { _ = pq.Deliver([]*store.Message{nil}) })
 	n, _ = pq.Buffered()
 	assert.Equal(t, 0, n)
+}
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestAcceptRejectedRequestsResetsAndRecoveryAreLogged(t *testing.T) {
+	var lb lockedBuf
+	log := slog.New(slog.NewTextHandler(&lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	path := filepath.Join(t.TempDir(), "offsets.db")
+	m, err := offset.Open(offset.Options{Path: path, FlushEvery: time.Hour, Logger: log})
+	require.NoError(t, err)
+	require.Error(t, m.Commit("groupBAD", "topicBAD", -1, 0))
+	assert.Contains(t, lb.String(), "groupBAD")
+	e, err := m.Reset("groupRST", "topicRST", 3, 9)
+	require.NoError(t, err)
+	assert.Contains(t, lb.String(), "groupRST")
+	require.ErrorIs(t, m.CommitFenced("groupRST", "topicRST", 3, 1, e+1), offset.ErrStaleEpoch)
+	before := len(lb.String())
+	_ = m.CommitFenced("groupRST", "topicRST", 3, 1, e+1)
+	assert.Contains(t, lb.String()[before:], "groupRST", "stale commit not logged with its key")
+	require.NoError(t, m.Close())
+
+	var lb2 lockedBuf
+	m2, err := offset.Open(offset.Options{Path: path, Logger: slog.New(slog.NewTextHandler(&lb2, nil))})
+	require.NoError(t, err)
+	require.NoError(t, m2.Close())
+	assert.Contains(t, lb2.String(), path, "loading the file is logged")
 }
