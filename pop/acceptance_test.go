@@ -1271,3 +1271,377 @@ func TestAcceptAllQueuesRotatesOverEveryQueue(t *testing.T) {
 		assert.Equal(t, 2, hits[q], "queue %d over 6 pops of Max 1: %v", q, hits)
 	}
 }
+
+// ---------------------------------------------------------------- sharper edges
+
+// Reset sentence, the sharp case: a message popped before a reset and popped
+// again after it (first delivery under the new epoch, same offset, Attempts 1)
+// must not be ackable through its pre-reset handle.
+func TestAcceptPreResetHandleOfRepoppedOffsetIsStale(t *testing.T) {
+	e := newAccEnv(t, pop.Options{})
+	e.appendN("t", 0, 3)
+	before := e.pop(accReq())
+	require.Equal(t, []int64{0, 1, 2}, offsetsOf(before))
+	_, err := e.offs.Reset("g", "t", 0, 0)
+	require.NoError(t, err)
+	after := e.pop(accReq())
+	require.Equal(t, []int64{0, 1, 2}, offsetsOf(after), "reset to 0: everything again at once")
+	assert.Equal(t, []int{1, 1, 1}, attemptsOf(after))
+	for i := range before.Messages {
+		assert.ErrorIs(t, e.svc.Ack(before.Messages[i].Handle), pop.ErrStaleHandle, "pre-reset handle of offset %d", i)
+		_, err := e.svc.ChangeInvisible(before.Messages[i].Handle, time.Hour)
+		assert.ErrorIs(t, err, pop.ErrStaleHandle)
+	}
+	assert.Equal(t, int64(0), e.committed(0), "pre-reset handles committed nothing")
+	for _, d := range after.Messages {
+		require.NoError(t, e.svc.Ack(d.Handle), "the post-reset handles are the live ones")
+	}
+	assert.Equal(t, int64(3), e.committed(0))
+}
+
+// Same for FIFO: the pre-reset batch's attemptId does not own the post-reset
+// batch, and its handles are stale.
+func TestAcceptPreResetFIFOAttemptIDDoesNotOwnNewBatch(t *testing.T) {
+	e := newAccEnv(t, pop.Options{})
+	e.appendN("t", 0, 3)
+	a := fifoReq("A")
+	a.Max = 2
+	before := e.pop(a)
+	require.Equal(t, []int64{0, 1}, offsetsOf(before))
+	_, err := e.offs.Reset("g", "t", 0, 0)
+	require.NoError(t, err)
+	b := fifoReq("B")
+	b.Max = 2
+	after := e.pop(b)
+	require.Equal(t, []int64{0, 1}, offsetsOf(after))
+	assert.Equal(t, []int{1, 1}, attemptsOf(after))
+	assert.Empty(t, e.pop(a).Messages, "A's batch was dropped by the reset; B owns the new one")
+	for _, d := range before.Messages {
+		assert.ErrorIs(t, e.svc.Ack(d.Handle), pop.ErrStaleHandle)
+	}
+	assert.LessOrEqual(t, e.committed(0), int64(0))
+}
+
+// Restart sentence with a stable HandleKey (handles verify across restarts):
+// an old handle of a message the new Service has delivered again must not
+// settle the new delivery ("old handles may answer either; their messages are
+// delivered again anyway").
+func TestAcceptOldHandleAfterRestartCannotSettleNewDelivery(t *testing.T) {
+	e := newAccEnv(t, pop.Options{HandleKey: []byte("0123456789abcdef0123456789abcdef")})
+	e.appendN("t", 0, 2)
+	before := e.pop(accReq())
+	require.Len(t, before.Messages, 2)
+	e.restart()
+	after := e.pop(accReq())
+	require.Equal(t, []int64{0, 1}, offsetsOf(after))
+	for _, d := range before.Messages {
+		err := e.svc.Ack(d.Handle)
+		assert.True(t, errors.Is(err, pop.ErrBadHandle) || errors.Is(err, pop.ErrStaleHandle), "old handle after restart: %v", err)
+	}
+	assert.LessOrEqual(t, e.committed(0), int64(0))
+	for _, d := range after.Messages {
+		require.NoError(t, e.svc.Ack(d.Handle))
+	}
+	assert.Equal(t, int64(2), e.committed(0))
+}
+
+// Long polling on one queue is not answered early by arrivals elsewhere, and
+// groups are independent consumers of the same messages.
+func TestAcceptLongPollIgnoresArrivalOnOtherQueueAndGroupsAreIndependent(t *testing.T) {
+	e := newAccEnv(t, pop.Options{Tick: time.Hour})
+	r := accReq()
+	r.Poll = 30 * time.Second
+	ch := e.popAsync(context.Background(), r)
+	requireStillWaiting(t, ch, 100*time.Millisecond, "before any arrival")
+	e.appendN("t", 1, 1)
+	e.appendN("other", 0, 1)
+	requireStillWaiting(t, ch, 200*time.Millisecond, "after arrivals on other queues")
+	assert.Equal(t, int64(1), e.svc.Stats().Waiters)
+	e.appendN("t", 0, 1)
+	o := waitOutcome(t, ch, 2*time.Second, "arrival")
+	require.NoError(t, o.err)
+	assert.Equal(t, []int64{0}, offsetsOf(o.res))
+
+	g2 := accReq()
+	g2.Group = "g2"
+	res := e.pop(g2)
+	assert.Equal(t, []int64{0}, offsetsOf(res), "another group gets the same message")
+	assert.Equal(t, []int{1}, attemptsOf(res))
+}
+
+// flakyOffsets fails CommitFenced while fail is set.
+type flakyOffsets struct {
+	*offset.Manager
+	fail atomic.Bool
+}
+
+func (f *flakyOffsets) CommitFenced(group, topic string, q int, off int64, epoch uint64) error {
+	if f.fail.Load() {
+		return errors.New("offset store down")
+	}
+	return f.Manager.CommitFenced(group, topic, q, off, epoch)
+}
+
+// "The ack that advances the lowest unacked offset commits it (through
+// Offsets) before Ack returns": an Ack whose commit failed cannot report
+// success, and the message is not lost.
+func TestAcceptAckWhoseCommitFailsIsNotASuccess(t *testing.T) {
+	e := newAccEnv(t, pop.Options{})
+	fo := &flakyOffsets{Manager: e.offs}
+	e.opts.Offsets = fo
+	e.restart()
+	e.appendN("t", 0, 2)
+	res := e.pop(accReq())
+	require.Len(t, res.Messages, 2)
+	fo.fail.Store(true)
+	err := e.svc.Ack(res.Messages[0].Handle)
+	require.Error(t, err, "the commit failed: Ack must not report success")
+	assert.LessOrEqual(t, e.committed(0), int64(0))
+	fo.fail.Store(false)
+	if err := e.svc.Ack(res.Messages[0].Handle); err != nil {
+		// The ack was not applied: the message must come again.
+		e.clk.Advance(31 * time.Second)
+		again := e.pop(accReq())
+		require.Contains(t, offsetsOf(again), int64(0), "an unapplied ack must not lose the message")
+		for _, d := range again.Messages {
+			require.NoError(t, e.svc.Ack(d.Handle))
+		}
+	} else {
+		require.NoError(t, e.svc.Ack(res.Messages[1].Handle))
+	}
+	assert.Equal(t, int64(2), e.committed(0))
+}
+
+// A FIFO retry that waits for the lock re-checks the in-flight state once it
+// has it: if the batch was acked meanwhile, the retry must not re-deliver it.
+func TestAcceptFIFORetryRechecksStateAfterLockWait(t *testing.T) {
+	e := newAccEnv(t, pop.Options{LockWait: 30 * time.Second})
+	e.appendN("t", 0, 2)
+	e.appendN("t", 1, 1)
+	a := fifoReq("A")
+	a.Max = 1
+	batch := e.pop(a)
+	require.Equal(t, []int64{0}, offsetsOf(batch))
+	release, _ := e.holdLock(t)
+	retry := e.popAsync(context.Background(), a)
+	requireStillWaiting(t, retry, 100*time.Millisecond, "retry behind lock")
+	require.NoError(t, e.svc.Ack(batch.Messages[0].Handle))
+	release()
+	o := waitOutcome(t, retry, 2*time.Second, "retry")
+	require.NoError(t, o.err)
+	assert.NotContains(t, offsetsOf(o.res), int64(0), "an acked message never comes again")
+}
+
+// Concurrent resets and acks: whatever the interleaving, once Reset returned
+// the committed offset is never moved back below the reset by old progress.
+func TestAcceptConcurrentAcksNeverCommitOverAReset(t *testing.T) {
+	e := newAccEnv(t, pop.Options{})
+	e.appendN("t", 0, 300)
+	r := accReq()
+	r.Max = 8
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for c := 0; c < 3; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				res, err := e.svc.Pop(context.Background(), r)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if len(res.Messages) == 0 {
+					return
+				}
+				for _, d := range res.Messages {
+					err := e.svc.Ack(d.Handle)
+					if err != nil && !errors.Is(err, pop.ErrStaleHandle) {
+						assert.NoError(t, err)
+					}
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	_, err := e.offs.Reset("g", "t", 0, 250)
+	require.NoError(t, err)
+	low := int64(1 << 62)
+	for i := 0; i < 200; i++ {
+		if c := e.committed(0); c < low {
+			low = c
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+	assert.GreaterOrEqual(t, low, int64(250), "old progress written over the reset")
+	assert.GreaterOrEqual(t, e.committed(0), int64(250))
+}
+
+// "Nothing popped and unacked is ever lost" together with InitialOffset
+// Latest: a group that popped (but never acked) under Latest must get those
+// messages again after a restart, not jump to the new end of the queue.
+func TestAcceptLatestGroupDoesNotLoseUnackedAcrossRestart(t *testing.T) {
+	e := newAccEnv(t, pop.Options{InitialOffset: pop.Latest})
+	e.appendN("t", 0, 2) // before the group exists: skipped
+	assert.Empty(t, e.pop(accReq()).Messages)
+	e.appendN("t", 0, 2)
+	res := e.pop(accReq())
+	require.Equal(t, []int64{2, 3}, offsetsOf(res))
+	e.restart()
+	e.appendN("t", 0, 1)
+	again := e.pop(accReq())
+	assert.Equal(t, []int64{2, 3, 4}, offsetsOf(again), "popped-but-unacked messages lost across a restart under Latest")
+}
+
+// A group whose committed offset fell below MinOffset (retention) is not
+// wedged: popping goes on from what is readable.
+func TestAcceptCommittedBelowMinOffsetDoesNotWedgeTheGroup(t *testing.T) {
+	e := newAccEnv(t, pop.Options{})
+	require.NoError(t, e.st.Close())
+	st, err := store.Open(filepath.Join(e.dir, "log"), store.Options{Sync: store.SyncNone, SegmentSize: 512, MaxBytes: 1, RetainEvery: -1})
+	require.NoError(t, err)
+	e.st = st
+	e.src.Store = st
+	require.NoError(t, st.Append(&store.Message{Topic: "t", Body: make([]byte, 100)}))
+	res := e.pop(accReq())
+	require.Len(t, res.Messages, 1)
+	require.NoError(t, e.svc.Ack(res.Messages[0].Handle))
+	require.Equal(t, int64(1), e.committed(0))
+	for i := 0; i < 40; i++ {
+		require.NoError(t, st.Append(&store.Message{Topic: "t", Body: make([]byte, 100)}))
+	}
+	_, err = st.Retain()
+	require.NoError(t, err)
+	require.NoError(t, st.Append(&store.Message{Topic: "t", Body: []byte("fresh")}))
+	min := st.MinOffset("t", 0)
+	require.Greater(t, min, int64(1))
+	got, err := e.svc.Pop(context.Background(), accReq())
+	require.NoError(t, err, "a retained-away committed offset must not wedge the group")
+	require.NotEmpty(t, got.Messages)
+	assert.Equal(t, min, got.Messages[0].Message.QueueOffset)
+}
+
+// "Serialization is a group@topic lock": another group is not contended.
+func TestAcceptLockIsPerGroupAtTopic(t *testing.T) {
+	e := newAccEnv(t, pop.Options{LockWait: 100 * time.Millisecond})
+	e.appendN("t", 0, 1)
+	e.appendN("t", 1, 1)
+	e.holdLock(t)
+	g2 := accReq()
+	g2.Group = "g2"
+	o := waitOutcome(t, e.popAsync(context.Background(), g2), 2*time.Second, "other group")
+	require.NoError(t, o.err)
+	assert.Equal(t, []int64{0}, offsetsOf(o.res), "group g2 is not serialized behind group g")
+	f := fifoReq("A")
+	f.Group = "g3"
+	o = waitOutcome(t, e.popAsync(context.Background(), f), 2*time.Second, "other group FIFO")
+	require.NoError(t, o.err)
+	assert.Equal(t, []int64{0}, offsetsOf(o.res))
+}
+
+// A DeadLetter that appends to a dead-letter topic of the same store (which
+// fires OnAppend → Arrived) must not deadlock the service.
+func TestAcceptDeadLetterMayAppendToStore(t *testing.T) {
+	var e *accEnv
+	e = newAccEnv(t, pop.Options{MaxAttempts: 1, DeadLetter: func(group string, m *store.Message) error {
+		return e.st.Append(&store.Message{Topic: "%DLQ%" + group, Body: m.Body})
+	}})
+	e.appendN("t", 0, 1)
+	require.Len(t, e.pop(accReq()).Messages, 1)
+	e.clk.Advance(31 * time.Second)
+	o := waitOutcome(t, e.popAsync(context.Background(), accReq()), 2*time.Second, "pop that dead-letters")
+	require.NoError(t, o.err)
+	assert.Empty(t, o.res.Messages)
+	dl := accReq()
+	dl.Topic = "%DLQ%g"
+	res := e.pop(dl)
+	require.Len(t, res.Messages, 1)
+	assert.Equal(t, []byte("t/0/0"), res.Messages[0].Message.Body)
+}
+
+// Issue: caps on waiters with a clear error past them.
+func TestAcceptTooManyWaitersIsAClearError(t *testing.T) {
+	e := newAccEnv(t, pop.Options{MaxWaitersPerKey: 2})
+	r := accReq()
+	r.Poll = 30 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	w1, w2 := e.popAsync(ctx, r), e.popAsync(ctx, r)
+	require.Eventually(t, func() bool { return e.svc.Stats().Waiters == 2 }, 2*time.Second, time.Millisecond)
+	o := waitOutcome(t, e.popAsync(context.Background(), r), time.Second, "third waiter")
+	assert.ErrorIs(t, o.err, pop.ErrTooManyWaiters)
+	cancel()
+	waitOutcome(t, w1, 2*time.Second, "w1")
+	waitOutcome(t, w2, 2*time.Second, "w2")
+}
+
+// Issue: "ChangeInvisible on a FIFO handle extends the block." Max is honoured.
+func TestAcceptFIFOChangeInvisibleExtendsBlock(t *testing.T) {
+	e := newAccEnv(t, pop.Options{})
+	e.appendN("t", 0, 5)
+	a := fifoReq("A")
+	a.Max = 2
+	batch := e.pop(a)
+	require.Equal(t, []int64{0, 1}, offsetsOf(batch))
+	var nh []string
+	for _, d := range batch.Messages {
+		h, err := e.svc.ChangeInvisible(d.Handle, 5*time.Minute)
+		require.NoError(t, err)
+		nh = append(nh, h)
+	}
+	e.clk.Advance(time.Minute)
+	assert.Empty(t, e.pop(fifoReq("B")).Messages, "block extended past the original invisible time")
+	for _, h := range nh {
+		require.NoError(t, e.svc.Ack(h))
+	}
+	b := fifoReq("B")
+	b.Max = 2
+	assert.Equal(t, []int64{2, 3}, offsetsOf(e.pop(b)))
+}
+
+// resettingOffsets performs an offset reset at the worst moment: inside the
+// first CommitFenced after arm, just before the commit lands, so the Ack that
+// carries it was issued (and popped) before the reset.
+type resettingOffsets struct {
+	*offset.Manager
+	armed atomic.Bool
+	to    int64
+}
+
+func (r *resettingOffsets) CommitFenced(group, topic string, q int, off int64, epoch uint64) error {
+	if r.armed.CompareAndSwap(true, false) {
+		if _, err := r.Manager.Reset(group, topic, q, r.to); err != nil {
+			return err
+		}
+	}
+	return r.Manager.CommitFenced(group, topic, q, off, epoch)
+}
+
+// Reset and handle sentences under the race: an Ack whose handle was popped
+// before a reset that lands while the Ack is committing answers
+// ErrStaleHandle (not a raw Offsets error) and changes nothing.
+func TestAcceptAckRacingAResetIsStaleHandle(t *testing.T) {
+	e := newAccEnv(t, pop.Options{})
+	ro := &resettingOffsets{Manager: e.offs, to: 5}
+	e.opts.Offsets = ro
+	e.restart()
+	e.appendN("t", 0, 8)
+	res := e.pop(accReq())
+	require.Len(t, res.Messages, 8)
+	ro.armed.Store(true)
+	err := e.svc.Ack(res.Messages[0].Handle)
+	assert.ErrorIs(t, err, pop.ErrStaleHandle, "a handle popped before a reset is stale, whenever the reset lands")
+	assert.Equal(t, int64(5), e.committed(0), "the reset stands")
+	assert.Equal(t, []int64{5, 6, 7}, offsetsOf(e.pop(accReq())))
+}
+
+// "popping restarts at the committed offset": a group whose offset was
+// committed before its first pop starts there, under Latest too.
+func TestAcceptGroupWithCommittedOffsetStartsThere(t *testing.T) {
+	for _, init := range []pop.InitialOffset{pop.Earliest, pop.Latest} {
+		e := newAccEnv(t, pop.Options{InitialOffset: init})
+		e.appendN("t", 0, 6)
+		require.NoError(t, e.offs.Commit("g", "t", 0, 4))
+		assert.Equal(t, []int64{4, 5}, offsetsOf(e.pop(accReq())), "InitialOffset %v", init)
+	}
+}

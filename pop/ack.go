@@ -68,6 +68,12 @@ func (s *Service) Ack(handleStr string) error {
 	}
 	if low := qs.lowIfDone(h.offset); low > qs.committed {
 		if err := s.offsets.CommitFenced(h.group, h.topic, h.queue, low, qs.epoch); err != nil {
+			if ep := s.offsets.Epoch(h.group, h.topic, h.queue); ep != qs.epoch {
+				// A reset landed between resolveLocked's epoch check and the
+				// commit: the handle was popped before it, so it is stale.
+				return s.stale("ack", h, fmt.Errorf("handle of %s@%s queue %d offset %d: offset reset during the ack (epoch %d, now %d): %w: %w",
+					h.group, h.topic, h.queue, h.offset, qs.epoch, ep, ErrStaleHandle, err))
+			}
 			s.st.commitErrors.Add(1)
 			s.log.Warn("pop: ack not applied, commit failed", "group", h.group, "topic", h.topic, "queue", h.queue, "offset", h.offset, "commit", low, "epoch", qs.epoch, "err", err)
 			return fmt.Errorf("ack %s@%s queue %d offset %d: commit %d: %w", h.group, h.topic, h.queue, h.offset, low, err)
