@@ -1645,3 +1645,140 @@ func TestAcceptGroupWithCommittedOffsetStartsThere(t *testing.T) {
 		assert.Equal(t, []int64{4, 5}, offsetsOf(e.pop(accReq())), "InitialOffset %v", init)
 	}
 }
+
+// "no wake-up source is missing", under races: the arrival, the unblocking
+// ack and the lock release happen right as the pop goes to sleep. A lost
+// wake-up shows as a 30 s Poll not returning within 2 s.
+func TestAcceptNoLostWakeUpWhenEventRacesTheWait(t *testing.T) {
+	e := newAccEnv(t, pop.Options{Tick: time.Hour})
+	for i := 0; i < 40; i++ {
+		r := accReq()
+		r.Poll = 30 * time.Second
+		r.Max = 1
+		ch := e.popAsync(context.Background(), r)
+		e.appendN("t", 0, 1)
+		o := waitOutcome(t, ch, 2*time.Second, fmt.Sprintf("arrival race %d", i))
+		require.NoError(t, o.err)
+		require.Equal(t, []int64{int64(i)}, offsetsOf(o.res))
+		require.NoError(t, e.svc.Ack(o.res.Messages[0].Handle))
+	}
+
+	e.appendN("f", 0, 41)
+	a := fifoReq("A")
+	a.Topic = "f"
+	a.Max = 1
+	batch := e.pop(a)
+	for i := 0; i < 40; i++ {
+		b := fifoReq(fmt.Sprintf("B%d", i))
+		b.Topic = "f"
+		b.Max = 1
+		b.Poll = 30 * time.Second
+		ch := e.popAsync(context.Background(), b)
+		require.NoError(t, e.svc.Ack(batch.Messages[0].Handle))
+		o := waitOutcome(t, ch, 2*time.Second, fmt.Sprintf("unblocking-ack race %d", i))
+		require.NoError(t, o.err)
+		require.Equal(t, []int64{int64(i + 1)}, offsetsOf(o.res))
+		batch = o.res
+	}
+}
+
+// AllQueues long-poll wakes for a queue that did not exist when it started.
+func TestAcceptAllQueuesLongPollWakesOnNewQueue(t *testing.T) {
+	e := newAccEnv(t, pop.Options{Tick: time.Hour})
+	e.appendN("t", 0, 1)
+	r := accReq()
+	r.QueueID = pop.AllQueues
+	require.Len(t, e.pop(r).Messages, 1)
+	r.Poll = 30 * time.Second
+	ch := e.popAsync(context.Background(), r)
+	requireStillWaiting(t, ch, 100*time.Millisecond, "AllQueues")
+	e.appendN("t", 5, 1)
+	o := waitOutcome(t, ch, 2*time.Second, "new queue")
+	require.NoError(t, o.err)
+	require.Len(t, o.res.Messages, 1)
+	assert.Equal(t, 5, o.res.Messages[0].Message.QueueID)
+}
+
+// Lock-release wake-up under races: the holder lets go right as the
+// contended long-poll goes to sleep.
+func TestAcceptNoLostLockReleaseWakeUp(t *testing.T) {
+	e := newAccEnv(t, pop.Options{Tick: time.Hour})
+	e.appendN("t", 0, 20)
+	e.appendN("t", 1, 20)
+	for i := 0; i < 15; i++ {
+		release, holder := e.holdLock(t)
+		r := accReq()
+		r.Max = 1
+		r.Poll = 30 * time.Second
+		ch := e.popAsync(context.Background(), r)
+		release()
+		o := waitOutcome(t, ch, 2*time.Second, fmt.Sprintf("lock-release race %d", i))
+		require.NoError(t, o.err)
+		require.Len(t, o.res.Messages, 1)
+		require.NoError(t, e.svc.Ack(o.res.Messages[0].Handle))
+		ho := waitOutcome(t, holder, 2*time.Second, "holder")
+		require.NoError(t, ho.err)
+		for _, d := range ho.res.Messages {
+			require.NoError(t, e.svc.Ack(d.Handle))
+		}
+	}
+}
+
+// Issue: "The lock has an expiry backstop that can never evict a lock its
+// holder still uses" — however far the clock moves while the holder's read
+// is slow, nobody else gets the lock, and the holder's pop completes.
+func TestAcceptLockBackstopNeverEvictsALiveHolder(t *testing.T) {
+	e := newAccEnv(t, pop.Options{LockExpiry: time.Second, LockWait: 200 * time.Millisecond})
+	e.appendN("t", 0, 2)
+	e.appendN("t", 1, 1)
+	a := fifoReq("A")
+	a.Max = 1
+	batch := e.pop(a)
+	require.Len(t, batch.Messages, 1)
+	release, holder := e.holdLock(t)
+	e.clk.Advance(time.Hour)
+	time.Sleep(250 * time.Millisecond) // a few background ticks with the clock far past LockExpiry
+	o := waitOutcome(t, e.popAsync(context.Background(), a), 2*time.Second, "FIFO retry")
+	assert.ErrorIs(t, o.err, pop.ErrLockTimeout, "the live holder's lock must not be evicted")
+	o = waitOutcome(t, e.popAsync(context.Background(), accReq()), 2*time.Second, "non-FIFO")
+	require.NoError(t, o.err)
+	assert.Empty(t, o.res.Messages)
+	release()
+	ho := waitOutcome(t, holder, 2*time.Second, "holder")
+	require.NoError(t, ho.err)
+	assert.Equal(t, []int64{0}, offsetsOf(ho.res), "the slow holder's pop completes")
+}
+
+// Issue: "A request whose ctx/deadline is over by then changes nothing": a pop
+// abandoned by its caller during the read delivers nothing and leaves the
+// messages it read to the next pop, first attempt.
+func TestAcceptAbandonedPopChangesNothing(t *testing.T) {
+	e := newAccEnv(t, pop.Options{LockExpiry: time.Second})
+	e.appendN("t", 0, 3)
+	entered, release := e.src.holdNextRead()
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := e.popAsync(ctx, accReq())
+	<-entered
+	cancel()
+	e.clk.Advance(time.Minute) // past LockExpiry: the abandoned hold may be taken away
+	// Another pop of the group proceeds (possibly after the backstop frees
+	// the abandoned hold) and gets every message, first attempt.
+	var got pop.Result
+	require.Eventually(t, func() bool {
+		res, err := e.svc.Pop(context.Background(), accReq())
+		require.NoError(t, err)
+		got = res
+		return len(res.Messages) > 0
+	}, 2*time.Second, 10*time.Millisecond)
+	release()
+	o := waitOutcome(t, ch, 2*time.Second, "abandoned pop")
+	assert.Error(t, o.err)
+	assert.Empty(t, o.res.Messages)
+	assert.Equal(t, []int64{0, 1, 2}, offsetsOf(got))
+	assert.Equal(t, []int{1, 1, 1}, attemptsOf(got))
+	for _, d := range got.Messages {
+		require.NoError(t, e.svc.Ack(d.Handle), "the abandoned pop superseded nothing")
+	}
+	assert.Equal(t, int64(3), e.committed(0))
+}
