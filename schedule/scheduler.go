@@ -122,6 +122,7 @@ type level struct {
 
 	next      atomic.Int64 // next offset to deliver; written under mu
 	unsaved   bool         // the progress file lacks next (a write failed); under mu
+	placed    bool         // next was set by a reload (so 0 is a real position); under mu
 	oldestDue atomic.Int64 // unix nanos: due time of the oldest undelivered message; 0 none seen
 	delivered atomic.Int64
 	retried   atomic.Int64
@@ -357,7 +358,10 @@ func (s *Scheduler) reload() error {
 		}
 		lo, hi := s.src.MinOffset(Topic, lv.queue), s.src.MaxOffset(Topic, lv.queue)
 		if want < lo {
-			if known || want > 0 {
+			// Only a first placement may start at MinOffset silently; a
+			// known position (from the file or from an earlier New/Start,
+			// even 0) that retention overtook is a loss to count and log.
+			if known || want > 0 || lv.placed {
 				s.log.Warn("schedule: retention removed undelivered messages", "level", lv.n, "queue", lv.queue, "from", want, "to", lo, "lost", lo-want)
 				lv.skipped.Add(lo - want)
 			}
@@ -368,6 +372,7 @@ func (s *Scheduler) reload() error {
 			want = hi
 		}
 		lv.next.Store(want)
+		lv.placed = true
 	}
 	return nil
 }
