@@ -1224,3 +1224,74 @@ func TestAcceptAppendFillsTheSameStoredAtThatReadReturns(t *testing.T) {
 		})
 	}
 }
+
+func TestAcceptRetainWithoutLimitsDropsNothing(t *testing.T) {
+	clk := newFakeClock()
+	s := openT(t, t.TempDir(), store.Options{Now: clk.Now, SegmentSize: 4096})
+	for i := 0; i < 40; i++ {
+		require.NoError(t, s.Append(msg("t", 0, strings.Repeat("k", 500))))
+	}
+	clk.Advance(1000 * time.Hour)
+	n, err := s.Retain()
+	require.NoError(t, err)
+	assert.Equal(t, 0, n)
+	assert.Equal(t, int64(0), s.MinOffset("t", 0))
+	assert.Len(t, readAll(t, s, "t", 0), 40)
+}
+
+func TestAcceptSyncIntervalFsyncsInTheBackground(t *testing.T) {
+	s := openT(t, t.TempDir(), store.Options{Sync: store.SyncInterval, SyncEvery: 2 * time.Millisecond})
+	require.NoError(t, s.Append(msg("t", 0, "x")))
+	before := s.Stats().Syncs
+	require.NoError(t, s.Append(msg("t", 0, "y")))
+	require.Eventually(t, func() bool { return s.Stats().Syncs > before }, 3*time.Second, time.Millisecond,
+		"an fsync every SyncEvery without an explicit Sync")
+}
+
+func TestAcceptRetentionRacingReadersAndWritersNeverReturnsWrongData(t *testing.T) {
+	clk := newFakeClock()
+	s := openT(t, t.TempDir(), store.Options{Now: clk.Now, SegmentSize: 4096, MaxAge: time.Second, RetainEvery: time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { // writer: bodies encode their queue offset
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			if !assert.NoError(t, s.Append(msg("t", 0, fmt.Sprintf("%06d%s", i, strings.Repeat("w", 300))))) {
+				return
+			}
+			clk.Advance(100 * time.Millisecond)
+		}
+	}()
+	for r := 0; r < 2; r++ {
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				min := s.MinOffset("t", 0)
+				got, err := s.Read("t", 0, min, 50)
+				if err != nil {
+					if !assert.ErrorIs(t, err, store.ErrOffsetTooSmall) {
+						return
+					}
+					var oe *store.OffsetError
+					if assert.ErrorAs(t, err, &oe) {
+						assert.GreaterOrEqual(t, oe.Min, min, "MinOffset only moves up")
+					}
+					continue
+				}
+				for i, m := range got {
+					assert.Equal(t, min+int64(i), m.QueueOffset)
+					assert.Equal(t, fmt.Sprintf("%06d", m.QueueOffset), string(m.Body[:6]), "wrong record for offset")
+				}
+				if n := s.MaxOffset("t", 0); n > 0 {
+					if m, err := s.ReadAt(n - 1); err == nil {
+						assert.Equal(t, "t", m.Topic)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Greater(t, s.Stats().Retained, uint64(0), "retention ran during the test")
+}
