@@ -524,9 +524,13 @@ func TestAcceptOnAppendSeesReadableRecordsAndRunsOutsideStoreLocks(t *testing.T)
 				err   error
 			}
 			calls := make(chan call, 16)
+			var syncsAtHook atomic.Uint64
 			var hooked atomic.Bool
 			opts := store.Options{Sync: pol, OnAppend: func(topic string, q int, next int64) {
 				c := call{topic: topic, q: q, next: next}
+				if topic == "t" {
+					syncsAtHook.Store(s.Stats().Syncs)
+				}
 				c.max = s.MaxOffset(topic, q)
 				got, err := s.Read(topic, q, next-1, 1)
 				c.read, c.err = len(got), err
@@ -539,6 +543,7 @@ func TestAcceptOnAppendSeesReadableRecordsAndRunsOutsideStoreLocks(t *testing.T)
 				calls <- c
 			}}
 			s = openT(t, t.TempDir(), opts)
+			syncsBefore := s.Stats().Syncs
 			done := make(chan error, 1)
 			go func() { done <- s.Append(msg("t", 5, "a"), msg("t", 5, "b")) }()
 			select {
@@ -563,6 +568,9 @@ func TestAcceptOnAppendSeesReadableRecordsAndRunsOutsideStoreLocks(t *testing.T)
 			assert.NoError(t, main.err)
 			assert.Equal(t, 1, main.read, "the last record is readable inside OnAppend")
 			assert.GreaterOrEqual(t, main.max, main.next, "MaxOffset already shows the records")
+			if pol == store.SyncGroup {
+				assert.Greater(t, syncsAtHook.Load(), syncsBefore, "under SyncGroup OnAppend runs after the fsync")
+			}
 		})
 	}
 }
@@ -1294,4 +1302,40 @@ func TestAcceptRetentionRacingReadersAndWritersNeverReturnsWrongData(t *testing.
 	}
 	wg.Wait()
 	assert.Greater(t, s.Stats().Retained, uint64(0), "retention ran during the test")
+}
+
+func TestAcceptOffsetsNeverGoBackWhenEverySealedSegmentIsRetained(t *testing.T) {
+	// Segments so small that nearly every record rolls one: the segment being
+	// written is often empty, so retention can drop every record there is.
+	clk := newFakeClock()
+	dir := t.TempDir()
+	opts := store.Options{Now: clk.Now, SegmentSize: 600, MaxAge: time.Minute, RetainEvery: -1}
+	s, err := store.Open(dir, opts)
+	require.NoError(t, err)
+	var last *store.Message
+	for i := 0; i < 10; i++ {
+		last = msg("t", 0, strings.Repeat("r", 500))
+		require.NoError(t, s.Append(last))
+	}
+	clk.Advance(time.Hour)
+	_, err = s.Retain()
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	for round := 0; round < 2; round++ {
+		s2, err := store.Open(dir, opts)
+		require.NoError(t, err)
+		assert.Equal(t, last.QueueOffset+1, s2.MaxOffset("t", 0), "round %d", round)
+		_, err = s2.Retain()
+		require.NoError(t, err)
+		require.NoError(t, s2.Close())
+	}
+	s3 := openT(t, dir, opts)
+	m := msg("t", 0, "n")
+	require.NoError(t, s3.Append(m))
+	assert.Equal(t, last.QueueOffset+1, m.QueueOffset, "queue offset never reused")
+	assert.Greater(t, m.LogOffset, last.LogOffset, "log offset never reused")
+	got, err := s3.Read("t", 0, m.QueueOffset, 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "n", string(got[0].Body))
 }
