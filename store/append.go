@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -29,13 +30,19 @@ func (s *Store) validate(i int, m *Message) error {
 }
 
 // waiter is an Append waiting for the fsync that covers log offsets below
-// end; the committer (or a failure) sends its result on done.
+// end; the leader (or a failure, or Close) sends its result on done. Before
+// the result a leader may send errLead: the waiter leads the next groups.
 type waiter struct {
 	end  int64
 	done chan error
 }
 
-var waiterPool = sync.Pool{New: func() any { return make(chan error, 1) }}
+// errLead on a waiter's channel hands it the lead (see Store.lead); it is
+// never returned to a caller.
+var errLead = errors.New("store: lead the pending groups")
+
+// Room for errLead and the result, so a sender never blocks under mu.
+var waiterPool = sync.Pool{New: func() any { return make(chan error, 2) }}
 
 // placed is where one record of a batch lands.
 type placed struct {
@@ -94,13 +101,20 @@ func (s *Store) Append(msgs ...*Message) error {
 	}
 	w := waiterPool.Get().(chan error)
 	s.waiters = append(s.waiters, waiter{end: end, done: w})
-	lead := !s.writing
-	s.writing = s.writing || lead
+	lead := !s.writing // nobody is writing and fsyncing: lead this group
+	s.writing = true
 	s.mu.Unlock()
 	if lead {
-		s.leadWrites(maxLeadGroups)
+		s.lead(maxLeadGroups)
 	}
-	err = <-w // answered once a write and an fsync covered the batch
+	for {
+		// Answered once a write and an fsync covered the batch; or handed
+		// the lead by a leader that had its fill of groups.
+		if err = <-w; err != errLead {
+			break
+		}
+		s.lead(maxLeadGroups)
+	}
 	waiterPool.Put(w)
 	if err != nil {
 		return err
@@ -128,26 +142,34 @@ type roll struct {
 	prevSize int64
 }
 
-// maxLeadGroups bounds how many groups an appender writes for others before
-// its own Append returns; what is left then goes to the committer.
+// maxLeadGroups bounds how many groups an appender writes and fsyncs for
+// others before its own Append returns; it then hands the lead to the
+// oldest waiting appender.
 const maxLeadGroups = 4
 
-// leadWrites writes the pending records of SyncGroup appenders to the wal,
-// group after group, up to max groups or until none are left: one wal write
-// per group instead of one per append, while the committer fsyncs the
-// previous group. One leader at a time (s.writing); it holds no lock while
-// writing. Records left pending are handed to the committer.
-func (s *Store) leadWrites(max int) {
+// lead is SyncGroup's group commit, run by the one goroutine holding the
+// lead (s.writing): an appender that found nobody writing, an appender
+// handed the lead, or a Sync/checkpoint/Close that found nobody writing. It
+// takes the whole pending group, writes it to the wal (one write) and
+// fsyncs it (one fsync) itself, outside mu, then publishes it and answers
+// the waiters it covered; while it does so the next group gathers in pend.
+// It repeats up to max groups (max < 1: until none is pending), then gives
+// up the lead: to the oldest waiter if records are still pending, so
+// leadership stays with the appenders and no goroutine hand-off sits in a
+// lone appender's path.
+func (s *Store) lead(max int) {
 	for n := 0; ; n++ {
 		s.mu.Lock()
-		if s.pendN == 0 || s.failErr != nil || n == max {
-			left := s.pendN > 0 && s.failErr == nil
-			s.writing = false
-			s.walCond.Broadcast()
-			s.mu.Unlock()
-			if left {
-				s.kickCommitter()
+		if s.pendN == 0 || s.failErr != nil || s.filesClosed || n == max {
+			if s.pendN > 0 && s.failErr == nil && !s.filesClosed && len(s.waiters) > 0 {
+				// Every waiter's records are pending (what was written is
+				// fsynced), so the oldest one's are in the next group.
+				s.waiters[0].done <- errLead
+			} else {
+				s.writing = false
+				s.walCond.Broadcast()
 			}
+			s.mu.Unlock()
 			return
 		}
 		batch, rolls, target := s.pend, s.pendRolls, s.written
@@ -172,9 +194,10 @@ func (s *Store) leadWrites(max int) {
 		s.walNext = target
 		batch.Clear()
 		s.spare = batch
-		s.walCond.Broadcast()
 		s.mu.Unlock()
-		s.kickCommitter()
+		// A failure is recorded in the failed state and answered to every
+		// waiter; the loop then stops.
+		_ = s.fsyncLog()
 	}
 }
 

@@ -20,45 +20,64 @@ func reportRate(b *testing.B, msgs int) {
 	b.ReportMetric(float64(msgs)/b.Elapsed().Seconds(), "msgs/s")
 }
 
-// BenchmarkAppendVsRawWal compares a SyncNone Append of a 1 KiB message with
-// a raw tidwall/wal Write of the same encoded bytes, in one run (target:
-// within 1.25×).
+// BenchmarkAppendVsRawWal compares a SyncNone Append of 1 KiB messages with
+// raw tidwall/wal writes of the same encoded bytes, in one run (target:
+// within 1.25×): Append(1) against Write, and Append of 128 against
+// WriteBatch of 128.
 func BenchmarkAppendVsRawWal(b *testing.B) {
-	b.Run("store", func(b *testing.B) {
-		s := openT(b, b.TempDir(), Options{Sync: SyncNone})
-		defer s.Close()
-		b.ReportAllocs()
-		b.SetBytes(int64(len(body1K)))
-		m := benchMsg(0) // a producer may reuse its Message: Append keeps no reference
-		flushDirtyPages()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if err := s.Append(m); err != nil {
+	for _, size := range []int{1, 128} {
+		b.Run(fmt.Sprintf("batch%d/store", size), func(b *testing.B) {
+			s := openT(b, b.TempDir(), Options{Sync: SyncNone})
+			defer s.Close()
+			// A producer may reuse its Messages: Append keeps no reference.
+			batch := make([]*Message, size)
+			for j := range batch {
+				batch[j] = benchMsg(0)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body1K) * size))
+			flushDirtyPages()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := s.Append(batch...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, b.N*size)
+		})
+		b.Run(fmt.Sprintf("batch%d/rawwal", size), func(b *testing.B) {
+			m := benchMsg(0)
+			m.StoredAt = time.Now()
+			rec := appendRecord(nil, m, true) // the same bytes the store writes
+			l, err := wal.Open(b.TempDir(), &wal.Options{NoSync: true, SegmentSize: DefaultSegmentSize, SegmentCacheSize: 1, AllowEmpty: true})
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-		reportRate(b, b.N)
-	})
-	b.Run("rawwal", func(b *testing.B) {
-		m := benchMsg(0)
-		m.StoredAt = time.Now()
-		rec := appendRecord(nil, m, true) // the same bytes the store writes
-		l, err := wal.Open(b.TempDir(), &wal.Options{NoSync: true, SegmentSize: DefaultSegmentSize, SegmentCacheSize: 1, AllowEmpty: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		b.ReportAllocs()
-		b.SetBytes(int64(len(body1K)))
-		flushDirtyPages()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if err := l.Write(uint64(i)+1, rec); err != nil {
-				b.Fatal(err)
+			defer l.Close()
+			var wb wal.Batch
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body1K) * size))
+			flushDirtyPages()
+			b.ResetTimer()
+			next := uint64(1)
+			for i := 0; i < b.N; i++ {
+				if size == 1 {
+					err = l.Write(next, rec)
+					next++
+				} else {
+					for j := 0; j < size; j++ {
+						wb.Write(next, rec)
+						next++
+					}
+					err = l.WriteBatch(&wb)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		reportRate(b, b.N)
-	})
+			reportRate(b, b.N*size)
+		})
+	}
 }
 
 // BenchmarkAppend covers 1 KiB appends, single and in batches of 32, under
@@ -145,6 +164,38 @@ func BenchmarkReadSequential(b *testing.B) {
 	off := int64(0)
 	for i := 0; i < b.N; i++ {
 		got, err := s.Read("bench", 0, off, 32)
+		if err != nil || len(got) == 0 {
+			b.Fatal(err, len(got))
+		}
+		off += int64(len(got))
+		if off >= n {
+			off = 0
+		}
+	}
+	reportRate(b, b.N*32)
+}
+
+// BenchmarkReadInterleaved pages through one of four queues whose records
+// alternate in the log, 32 messages at a time.
+func BenchmarkReadInterleaved(b *testing.B) {
+	const n = 20000
+	s := openT(b, b.TempDir(), Options{Sync: SyncNone})
+	defer s.Close()
+	batch := make([]*Message, 256)
+	for i := 0; i < 4*n; i += len(batch) {
+		for j := range batch {
+			batch[j] = benchMsg(j % 4)
+		}
+		if err := s.Append(batch...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body1K) * 32))
+	b.ResetTimer()
+	off := int64(0)
+	for i := 0; i < b.N; i++ {
+		got, err := s.Read("bench", 1, off, 32)
 		if err != nil || len(got) == 0 {
 			b.Fatal(err, len(got))
 		}

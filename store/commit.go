@@ -7,15 +7,17 @@ import (
 	"time"
 )
 
-// The committer goroutine owns the log fsyncs. Under SyncGroup an appender
-// places and encodes its records under mu, adds them to the pending wal
-// batch and registers a waiter; the first appender to find nobody writing
-// becomes the leader and writes pending groups to the wal (opened NoSync)
-// outside mu, one wal write per group, kicking the committer after each.
-// The committer fsyncs what is in the wal outside mu while the next group
-// is written, then marks it durable, makes it visible and answers exactly
-// the waiters it covered: one write and one fsync per group, however many
-// appenders wait, and no thundering herd on the lock.
+// Group commit (SyncGroup). An appender places and encodes its records
+// under mu, adds them to the pending wal batch and registers a waiter. The
+// first appender to find nobody writing becomes the leader (see lead): it
+// takes the whole pending group, writes it to the wal (opened NoSync) and
+// fsyncs it itself, both outside mu, then marks it durable, makes it
+// visible and answers exactly the waiters it covered; the appenders that
+// arrive meanwhile gather the next group. One write and one fsync per
+// group, however many appenders wait; no goroutine hand-off in a lone
+// appender's path; no thundering herd on the lock. The committer goroutine
+// only writes checkpoints, fsyncs under SyncInterval, and at Close makes
+// everything appended durable.
 
 func (s *Store) kickCommitter() {
 	select {
@@ -55,30 +57,36 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// syncOnce fsyncs what is in the wal, then publishes it. With all set it
-// first makes sure every record appended so far is in the wal (writing the
-// pending group itself when no appender is), so it covers all of them.
+// syncOnce makes the log durable: with all set, every record appended so
+// far (under SyncGroup waiting for the leader to cover them, or leading
+// itself when nobody is writing); otherwise what is in the wal.
 func (s *Store) syncOnce(all bool) error {
+	if all {
+		s.mu.Lock()
+		target := s.written
+		// Wait until the records are in the wal; fsyncLog below then
+		// covers them (at once, if a leader's fsync already did).
+		for s.walNext < target && s.failErr == nil && !s.filesClosed {
+			if !s.writing {
+				s.writing = true
+				s.mu.Unlock()
+				s.lead(1) // covers target: a group is all that is pending
+				s.mu.Lock()
+				continue
+			}
+			s.walCond.Wait()
+		}
+		s.mu.Unlock()
+	}
+	return s.fsyncLog()
+}
+
+// fsyncLog fsyncs what is in the wal outside mu, then marks it durable,
+// makes it visible and answers the waiters it covered.
+func (s *Store) fsyncLog() error {
 	s.ioMu.Lock()
 	defer s.ioMu.Unlock()
 	s.mu.Lock()
-	if !all && s.pendN > 0 && !s.writing {
-		// Records a leader left behind: write one group first.
-		s.writing = true
-		s.mu.Unlock()
-		s.leadWrites(1)
-		s.mu.Lock()
-	}
-	for all && s.walNext < s.written && s.failErr == nil {
-		if !s.writing {
-			s.writing = true
-			s.mu.Unlock()
-			s.leadWrites(-1)
-			s.mu.Lock()
-			continue
-		}
-		s.walCond.Wait()
-	}
 	if s.failErr != nil || s.filesClosed {
 		err := s.failErr
 		if err == nil {
@@ -136,6 +144,7 @@ func (s *Store) syncOnce(all bool) error {
 		k++
 	}
 	s.waiters = append(s.waiters[:0], s.waiters[k:]...)
+	s.walCond.Broadcast() // durable moved (syncOnce waits on it)
 	s.mu.Unlock()
 	return nil
 }

@@ -20,7 +20,8 @@ import (
 // under SyncGroup, to write them to the wal), reads hold it shared; no
 // fsync and no SyncGroup wal write happens under it. ioMu serialises fsyncs
 // with the closing of segment handles by retention. Under SyncGroup one
-// appender at a time (writing) writes the pending groups to the wal.
+// goroutine at a time (the leader, holding writing) writes and fsyncs the
+// pending groups.
 type Store struct {
 	dir    string
 	walDir string
@@ -56,12 +57,12 @@ type Store struct {
 	waiters    []waiter // SyncGroup appends waiting for their fsync, in log order
 
 	batch     wal.Batch  // SyncNone/SyncInterval: written by the appender under mu
-	pend      wal.Batch  // SyncGroup: records waiting for the leading appender's write
+	pend      wal.Batch  // SyncGroup: records waiting for the leader's write
 	spare     wal.Batch  // the last written group's batch, for reuse
 	pendN     int        // records in pend
 	pendRolls []roll     // segments wal will start when pend is written
-	writing   bool       // a leading appender is writing groups (leadWrites)
-	walCond   *sync.Cond // on mu; broadcast when walNext moves, writing ends or the store fails
+	writing   bool       // the lead is taken: a goroutine writes and fsyncs groups (lead)
+	walCond   *sync.Cond // on mu; broadcast when durable moves, the lead is given up or the store fails
 	encBuf    []byte
 	plBuf     []placed
 
