@@ -208,8 +208,9 @@ func (s *Store) lead(max int) {
 // messages. Callers hold mu exclusively. It returns the log offset just past
 // the batch and the OnAppend notices to make once the batch is visible.
 func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
-	now := s.opts.Now()
-	stored := now
+	// As Read returns it: UTC, no monotonic clock reading, so the message
+	// Append filled in equals the one read back.
+	stored := s.opts.Now().Round(0).UTC()
 	if stored.Before(s.lastStored) {
 		stored = s.lastStored // StoredAt never decreases along the log
 	}

@@ -7,7 +7,7 @@
 // Every message belongs to a (Topic, QueueID). Append assigns it a
 // QueueOffset (0, 1, 2, … within its queue, dense), a LogOffset (0, 1, 2, …
 // across the whole log) and a StoredAt time (from Options.Now, never
-// decreasing along the log). Read pages through one queue by QueueOffset,
+// decreasing along the log; in UTC, as Read returns it). Read pages through one queue by QueueOffset,
 // ReadAt fetches by LogOffset, OffsetAt maps a time to the first queue offset
 // stored at or after it.
 //
