@@ -855,3 +855,52 @@ func TestAcceptRetentionMovingMinOffsetIsSkippedAndLoggedNotAWedge(t *testing.T)
 	assert.Contains(t, lb.String(), "level=WARN", "what retention took is logged as a warning")
 	assert.Equal(t, int64(2), s.Stats().Skipped)
 }
+
+func TestAcceptStopDoesNotWaitOutARetryBackoff(t *testing.T) {
+	e := newEnv(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	g := newGateLog(e.st)
+	g.close()
+	g.fail.Store(1 << 40) // the real topic never takes the append
+	s, err := schedule.New(g, schedule.Options{Levels: "1s", Now: e.clk.Now, Tick: 20 * time.Millisecond})
+	require.NoError(t, err)
+	produce(t, s, g, &store.Message{Topic: "real", Body: []byte("a")}, 1)
+	require.NoError(t, s.Start())
+	e.clk.Advance(2 * time.Second)
+	require.Eventually(t, func() bool { return s.Stats().Retried >= 3 }, 5*time.Second, time.Millisecond)
+	begin := time.Now()
+	require.NoError(t, s.Stop())
+	assert.Less(t, time.Since(begin), time.Second, "Stop ends a backoff at once")
+	assert.Equal(t, int64(0), s.Progress()[1], "progress never passes an undelivered message")
+}
+
+func TestAcceptRestartOfTheWholeHostNeitherLosesNorRepeats(t *testing.T) {
+	clk := newFakeClock()
+	dir := t.TempDir()
+	logDir, path := filepath.Join(dir, "log"), filepath.Join(dir, "progress")
+	sopts := store.Options{Now: clk.Now}
+	opts := schedule.Options{Levels: "1s 5s", Now: clk.Now, Tick: tick, ProgressPath: path}
+	var want []string
+	for round := 0; round < 3; round++ {
+		st, err := store.Open(logDir, sopts)
+		require.NoError(t, err)
+		s, err := schedule.New(st, opts)
+		require.NoError(t, err)
+		for i := 0; i < 4; i++ {
+			b := fmt.Sprintf("r%d-%d", round, i)
+			produce(t, s, st, &store.Message{Topic: "real", Body: []byte(b)}, 1+i%2)
+			want = append(want, b)
+		}
+		require.NoError(t, s.Start())
+		clk.Advance(10 * time.Second)
+		require.Eventually(t, func() bool { return st.MaxOffset("real", 0) == int64(len(want)) }, 5*time.Second, time.Millisecond)
+		clk.waitReads(t, 20)
+		require.NoError(t, s.Stop())
+		require.NoError(t, st.Close())
+	}
+	st, err := store.Open(logDir, sopts)
+	require.NoError(t, err)
+	defer st.Close()
+	got := bodies(readAll(t, st, "real", 0))
+	assert.ElementsMatch(t, want, got, "every delayed message exactly once across host restarts")
+}
