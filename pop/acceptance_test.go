@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"pgregory.net/rapid"
 
 	"github.com/brokercore/brokercore/offset"
 	"github.com/brokercore/brokercore/pop"
@@ -1781,4 +1783,211 @@ func TestAcceptAbandonedPopChangesNothing(t *testing.T) {
 		require.NoError(t, e.svc.Ack(d.Handle), "the abandoned pop superseded nothing")
 	}
 	assert.Equal(t, int64(3), e.committed(0))
+}
+
+// ---------------------------------------------------------------- model
+
+// accModelMsg is the model's view of one message of queue t/0.
+type accModelMsg struct {
+	acked     bool
+	attempts  int           // deliveries so far (0: never delivered since the last restart/reset)
+	visibleAt time.Duration // clock offset from which it may be delivered again
+	handle    string        // the live handle ("" if none)
+	stale     []string      // superseded handles
+}
+
+// TestAcceptRandomOpsMatchPlainModel drives the real store, offset.Manager and
+// Service with random appends, non-FIFO pops, acks with live and stale
+// handles, invisible-time changes, clock moves, restarts and offset resets,
+// against a model of the contract: a delivered message was visible, Attempts
+// is exact, an acked message never comes again, stale handles answer
+// ErrStaleHandle and change nothing, the committed offset is the lowest
+// unacked offset right after every ack, and nothing is ever lost.
+func TestAcceptRandomOpsMatchPlainModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		dir, err := os.MkdirTemp("", "popacc")
+		require.NoError(rt, err)
+		defer os.RemoveAll(dir)
+		clk := newAccClock()
+		start := clk.Now()
+		st, err := store.Open(dir, store.Options{Sync: store.SyncNone})
+		require.NoError(rt, err)
+		defer st.Close()
+		offs, err := offset.Open(offset.Options{})
+		require.NoError(rt, err)
+		defer offs.Close()
+		opts := pop.Options{Now: clk.Now, Offsets: offs, Tick: time.Hour}
+		svc := pop.New(st, opts)
+		defer func() { _ = svc.Close() }()
+
+		var msgs []*accModelMsg
+		var oldHandles []string // from before a restart: Bad or Stale
+		now := func() time.Duration { return clk.Now().Sub(start) }
+		lowestUnacked := func() int64 {
+			for i, m := range msgs {
+				if !m.acked {
+					return int64(i)
+				}
+			}
+			return int64(len(msgs))
+		}
+		committed := func() int64 {
+			c, ok := offs.Committed("g", "t", 0)
+			if !ok {
+				return 0
+			}
+			return c
+		}
+		live := func() []int {
+			var out []int
+			for i, m := range msgs {
+				if m.handle != "" && !m.acked {
+					out = append(out, i)
+				}
+			}
+			return out
+		}
+
+		rt.Repeat(map[string]func(*rapid.T){
+			"append": func(rt *rapid.T) {
+				n := rapid.IntRange(1, 4).Draw(rt, "n")
+				for i := 0; i < n; i++ {
+					require.NoError(rt, st.Append(&store.Message{Topic: "t", Body: []byte(fmt.Sprint(len(msgs)))}))
+					msgs = append(msgs, &accModelMsg{})
+				}
+			},
+			"pop": func(rt *rapid.T) {
+				r := accReq()
+				r.Max = rapid.IntRange(1, 5).Draw(rt, "max")
+				res, err := svc.Pop(context.Background(), r)
+				require.NoError(rt, err)
+				visible := 0
+				for _, m := range msgs {
+					if !m.acked && (m.attempts == 0 || m.visibleAt <= now()) {
+						visible++
+					}
+				}
+				require.LessOrEqual(rt, len(res.Messages), r.Max)
+				if visible > 0 {
+					require.NotEmpty(rt, res.Messages, "%d visible messages but the pop was empty", visible)
+				}
+				for _, d := range res.Messages {
+					off := d.Message.QueueOffset
+					require.Less(rt, off, int64(len(msgs)))
+					m := msgs[off]
+					require.False(rt, m.acked, "acked message %d delivered again", off)
+					require.True(rt, m.attempts == 0 || m.visibleAt <= now(), "message %d delivered while invisible", off)
+					require.Equal(rt, m.attempts+1, d.Attempts, "attempts of message %d", off)
+					require.Equal(rt, fmt.Sprint(off), string(d.Message.Body))
+					if m.handle != "" {
+						m.stale = append(m.stale, m.handle)
+					}
+					m.attempts, m.handle, m.visibleAt = d.Attempts, d.Handle, now()+30*time.Second
+				}
+			},
+			"ack": func(rt *rapid.T) {
+				l := live()
+				if len(l) == 0 {
+					rt.Skip("nothing in flight")
+				}
+				off := rapid.SampledFrom(l).Draw(rt, "off")
+				m := msgs[off]
+				require.NoError(rt, svc.Ack(m.handle))
+				m.acked, m.stale, m.handle = true, append(m.stale, m.handle), ""
+				require.Equal(rt, lowestUnacked(), committed(), "committed offset right after the ack")
+			},
+			"stale": func(rt *rapid.T) {
+				var cands []string
+				for _, m := range msgs {
+					cands = append(cands, m.stale...)
+				}
+				if len(cands) == 0 {
+					rt.Skip("no stale handle")
+				}
+				h := rapid.SampledFrom(cands).Draw(rt, "h")
+				before := committed()
+				if rapid.Bool().Draw(rt, "ack") {
+					require.ErrorIs(rt, svc.Ack(h), pop.ErrStaleHandle)
+				} else {
+					_, err := svc.ChangeInvisible(h, time.Hour)
+					require.ErrorIs(rt, err, pop.ErrStaleHandle)
+				}
+				require.Equal(rt, before, committed())
+			},
+			"old": func(rt *rapid.T) {
+				if len(oldHandles) == 0 {
+					rt.Skip("no pre-restart handle")
+				}
+				h := rapid.SampledFrom(oldHandles).Draw(rt, "h")
+				before := committed()
+				err := svc.Ack(h)
+				require.True(rt, errors.Is(err, pop.ErrStaleHandle) || errors.Is(err, pop.ErrBadHandle), "pre-restart handle: %v", err)
+				require.Equal(rt, before, committed())
+			},
+			"change": func(rt *rapid.T) {
+				l := live()
+				if len(l) == 0 {
+					rt.Skip("nothing in flight")
+				}
+				off := rapid.SampledFrom(l).Draw(rt, "off")
+				d := rapid.SampledFrom([]time.Duration{10 * time.Second, 60 * time.Second}).Draw(rt, "d")
+				m := msgs[off]
+				nh, err := svc.ChangeInvisible(m.handle, d)
+				require.NoError(rt, err)
+				m.stale, m.handle, m.visibleAt = append(m.stale, m.handle), nh, now()+d
+			},
+			"advance": func(rt *rapid.T) {
+				clk.Advance(time.Duration(rapid.IntRange(1, 6).Draw(rt, "k")) * 7 * time.Second)
+			},
+			"restart": func(rt *rapid.T) {
+				require.NoError(rt, svc.Close())
+				svc = pop.New(st, opts)
+				c := committed()
+				for i, m := range msgs {
+					if m.handle != "" {
+						oldHandles = append(oldHandles, m.handle)
+					}
+					oldHandles = append(oldHandles, m.stale...)
+					require.True(rt, m.acked || int64(i) >= c, "unacked message %d behind the committed offset %d", i, c)
+					if int64(i) >= c {
+						*m = accModelMsg{} // delivered again, attempt counting starts over
+					} else {
+						*m = accModelMsg{acked: true}
+					}
+				}
+			},
+			"reset": func(rt *rapid.T) {
+				to := rapid.IntRange(0, len(msgs)).Draw(rt, "to")
+				_, err := offs.Reset("g", "t", 0, int64(to))
+				require.NoError(rt, err)
+				for i, m := range msgs {
+					stale := m.stale
+					if m.handle != "" {
+						stale = append(stale, m.handle)
+					}
+					*m = accModelMsg{acked: i < to, stale: stale}
+				}
+			},
+			"": func(rt *rapid.T) {
+				require.LessOrEqual(rt, committed(), lowestUnacked(), "the committed offset passed an unacked message")
+			},
+		})
+
+		// Nothing lost: after the invisible times end, popping drains every
+		// unacked message.
+		clk.Advance(time.Hour)
+		for i := 0; i < len(msgs)+2; i++ {
+			res, err := svc.Pop(context.Background(), accReq())
+			require.NoError(rt, err)
+			for _, d := range res.Messages {
+				require.False(rt, msgs[d.Message.QueueOffset].acked)
+				require.NoError(rt, svc.Ack(d.Handle))
+				msgs[d.Message.QueueOffset].acked = true
+			}
+		}
+		for i, m := range msgs {
+			require.True(rt, m.acked, "message %d lost", i)
+		}
+		require.Equal(rt, int64(len(msgs)), committed())
+	})
 }
