@@ -6,6 +6,7 @@ package store_test
 // contract sentence or bullet; each test names the failure it rules out.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -1338,4 +1340,96 @@ func TestAcceptOffsetsNeverGoBackWhenEverySealedSegmentIsRetained(t *testing.T) 
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	assert.Equal(t, "n", string(got[0].Body))
+}
+
+const acceptCrashDirEnv = "BROKERCORE_ACCEPT_CRASH_DIR"
+
+// acceptCrashChild is the child process of
+// TestAcceptKilledProcessLosesNoAcknowledgedBatchAndExposesNoPartialOne: it
+// appends batches of three from several goroutines and prints each
+// acknowledged batch until it is killed.
+func acceptCrashChild(dir string) {
+	s, err := store.Open(dir, store.Options{}) // SyncGroup
+	if err != nil {
+		fmt.Println("open failed:", err)
+		os.Exit(3)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < 6; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				var batch []*store.Message
+				for j := 0; j < 3; j++ {
+					batch = append(batch, msg("t", (w+j)%3, fmt.Sprintf("%d.%d.%d-%d-%s", os.Getpid(), w, i, j, strings.Repeat("c", 200))))
+				}
+				if err := s.Append(batch...); err != nil {
+					return
+				}
+				mu.Lock()
+				fmt.Printf("ok %d.%d.%d\n", os.Getpid(), w, i)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestAcceptKilledProcessLosesNoAcknowledgedBatchAndExposesNoPartialOne(t *testing.T) {
+	if dir := os.Getenv(acceptCrashDirEnv); dir != "" {
+		acceptCrashChild(dir)
+		return
+	}
+	dir := t.TempDir()
+	acked := map[string]bool{}
+	for round := 0; round < 4; round++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestAcceptKilledProcessLosesNoAcknowledgedBatchAndExposesNoPartialOne$", "-test.count=1")
+		cmd.Env = append(os.Environ(), acceptCrashDirEnv+"="+dir)
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		sc := bufio.NewScanner(out)
+		lines := 0
+		for sc.Scan() && lines < 150+round*50 {
+			if id, ok := strings.CutPrefix(sc.Text(), "ok "); ok {
+				acked[id] = true
+				lines++
+			}
+		}
+		require.NoError(t, cmd.Process.Kill())
+		// Acks printed before the kill landed are acknowledged too.
+		for sc.Scan() {
+			if id, ok := strings.CutPrefix(sc.Text(), "ok "); ok {
+				acked[id] = true
+			}
+		}
+		_ = cmd.Wait()
+		require.Greater(t, lines, 0, "the child appended")
+
+		s, err := store.Open(dir, store.Options{})
+		require.NoError(t, err, "round %d: Open recovers by itself", round)
+		parts := map[string]int{}
+		seenLog := map[int64]bool{}
+		for q := 0; q < 3; q++ {
+			for i, m := range readAll(t, s, "t", q) {
+				assert.Equal(t, int64(i), m.QueueOffset, "round %d: dense queue offsets", round)
+				assert.False(t, seenLog[m.LogOffset])
+				seenLog[m.LogOffset] = true
+				id, _, _ := strings.Cut(string(m.Body), "-")
+				parts[id]++
+			}
+		}
+		for b, n := range parts {
+			assert.Equal(t, 3, n, "round %d: batch %s is partial", round, b)
+		}
+		for b := range acked {
+			assert.Equal(t, 3, parts[b], "round %d: acknowledged batch %s lost", round, b)
+		}
+		for i := int64(0); i < int64(len(seenLog)); i++ {
+			assert.True(t, seenLog[i], "round %d: log offset %d missing", round, i)
+		}
+		require.NoError(t, s.Close())
+	}
 }
