@@ -33,8 +33,9 @@
 // # Memory and files
 //
 // The index is a set of files of fixed-size entries (one per queue, one for
-// the whole log), so it costs no memory per message; reads are a pread of
-// the index and a pread of the record. A checkpoint file records how far the
+// the whole log), so it costs no memory per message; a Read is a pread of
+// the index and one pread per span of nearby records (a queue's records are
+// often adjacent in the log), done without holding the store lock. A checkpoint file records how far the
 // index is durable, so Open replays only the log past it. tidwall/wal keeps
 // the segment being written in memory, so SegmentSize bounds the log's heap.
 //
@@ -48,7 +49,9 @@
 //
 // # Ownership
 //
-// Messages returned by Read and ReadAt are fresh copies owned by the caller.
+// Messages returned by Read and ReadAt are fresh copies owned by the caller
+// (the messages of one Read may share one allocation; each Body is capped,
+// so appending to one never touches another).
 // Append reads the messages passed to it during the call, fills in their
 // assigned fields on success, and keeps no reference to them.
 //

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -20,40 +21,47 @@ func (s *Store) Read(topic string, queueID int, offset int64, max int) ([]*Messa
 		return nil, err
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	if err := s.usable(); err != nil {
+		s.mu.RUnlock()
 		return nil, err
 	}
 	s.stats.reads.Add(1)
 	q := s.queues[topic][queueID]
 	if q == nil {
+		s.mu.RUnlock()
 		if offset < 0 {
 			return nil, &OffsetError{Topic: topic, QueueID: queueID, Offset: offset, Min: 0}
 		}
 		return []*Message{}, nil
 	}
 	if offset < q.min {
-		return nil, &OffsetError{Topic: topic, QueueID: queueID, Offset: offset, Min: q.min}
+		qmin := q.min
+		s.mu.RUnlock()
+		return nil, &OffsetError{Topic: topic, QueueID: queueID, Offset: offset, Min: qmin}
 	}
 	if offset >= q.visible {
+		s.mu.RUnlock()
 		return []*Message{}, nil
 	}
 	n := int(min(int64(min(max, MaxReadBatch)), q.visible-offset))
 	entries, err := q.idx.read(offset, n)
+	var spans []span
+	if err == nil {
+		spans, err = s.planSpans(entries)
+	}
+	s.mu.RUnlock() // the spans' segments stay open until read
 	if err != nil {
 		return nil, fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset, err)
 	}
-	out := make([]*Message, 0, n)
-	for i, e := range entries {
-		m, err := s.readRecord(e)
-		if err != nil {
-			return nil, fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset+int64(i), err)
-		}
+	out, at, err := readSpans(spans, entries, topic)
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset+int64(at), err)
+	}
+	for i, m := range out {
 		if m.Topic != topic || m.QueueID != queueID || m.QueueOffset != offset+int64(i) {
 			return nil, fmt.Errorf("read %s/%d at %d: %w: index points at %s/%d offset %d",
 				topic, queueID, offset+int64(i), ErrCorrupt, m.Topic, m.QueueID, m.QueueOffset)
 		}
-		out = append(out, m)
 	}
 	s.stats.readMsgs.Add(uint64(len(out)))
 	return out, nil
@@ -64,28 +72,37 @@ func (s *Store) Read(topic string, queueID int, offset int64, max int) ([]*Messa
 // is ErrOffsetTooSmall.
 func (s *Store) ReadAt(logOffset int64) (*Message, error) {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	if err := s.usable(); err != nil {
+		s.mu.RUnlock()
 		return nil, err
 	}
 	s.stats.reads.Add(1)
 	if logOffset < s.logMin {
-		return nil, fmt.Errorf("%w: log offset %d, oldest is %d", ErrOffsetTooSmall, logOffset, s.logMin)
+		err := fmt.Errorf("%w: log offset %d, oldest is %d", ErrOffsetTooSmall, logOffset, s.logMin)
+		s.mu.RUnlock()
+		return nil, err
 	}
-	if logOffset >= s.readableEnd() {
+	if end := s.readableEnd(); logOffset >= end {
+		s.mu.RUnlock()
 		s.stats.rejected.Add(1)
-		return nil, fmt.Errorf("%w: log offset %d not written (next is %d)", ErrInvalid, logOffset, s.readableEnd())
+		return nil, fmt.Errorf("%w: log offset %d not written (next is %d)", ErrInvalid, logOffset, end)
 	}
 	e, err := s.lidx.get(logOffset)
+	entries := []entry{e}
+	var spans []span
+	if err == nil {
+		spans, err = s.planSpans(entries)
+	}
+	s.mu.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("read log offset %d: %w", logOffset, err)
 	}
-	m, err := s.readRecord(e)
+	out, _, err := readSpans(spans, entries, "")
 	if err != nil {
 		return nil, fmt.Errorf("read log offset %d: %w", logOffset, err)
 	}
 	s.stats.readMsgs.Add(1)
-	return m, nil
+	return out[0], nil
 }
 
 // readableEnd is the first log offset readers may not see yet.
@@ -96,30 +113,103 @@ func (s *Store) readableEnd() int64 {
 	return s.written
 }
 
-// readRecord reads and checks the record an index entry points at. Callers
-// hold mu (shared is enough).
-func (s *Store) readRecord(e entry) (*Message, error) {
-	// The segment holding wal index logOffset+1 is the last one starting at
-	// or before it.
-	idx := uint64(e.logOffset) + 1
-	i := sort.Search(len(s.segs), func(i int) bool { return s.segs[i].start > idx }) - 1
-	if i < 0 {
-		return nil, fmt.Errorf("%w: log offset %d was retained away", ErrOffsetTooSmall, e.logOffset)
+// Records are read in spans: entries whose records lie in the same segment
+// at most maxReadGap bytes apart (a queue's records are often adjacent in
+// the log) are read with one pread of at most maxReadSpan bytes, and
+// decoded from that buffer; the messages' bodies share it.
+const (
+	maxReadGap  = 1 << 10
+	maxReadSpan = 1 << 20
+)
+
+// span is one pread: bytes [from, to) of a segment, holding the records of
+// entries [first, first+n).
+type span struct {
+	sg       *segment
+	from, to int64
+	first, n int
+}
+
+// planSpans groups the records of entries (in log order) into spans and
+// keeps their segments open (segment.readers) until readSpans has read
+// them, so the reads need no Store lock. Callers hold mu (shared is
+// enough).
+func (s *Store) planSpans(entries []entry) ([]span, error) {
+	spans := make([]span, 0, 1)
+	var sg *segment
+	var sgEnd uint64 // wal index just past sg
+	for i, e := range entries {
+		// The segment holding wal index logOffset+1 is the last one
+		// starting at or before it.
+		idx := uint64(e.logOffset) + 1
+		if sg == nil || idx < sg.start || idx >= sgEnd {
+			k := sort.Search(len(s.segs), func(i int) bool { return s.segs[i].start > idx }) - 1
+			if k < 0 {
+				return nil, fmt.Errorf("%w: log offset %d was retained away", ErrOffsetTooSmall, e.logOffset)
+			}
+			sg, sgEnd = s.segs[k], math.MaxUint64
+			if k+1 < len(s.segs) {
+				sgEnd = s.segs[k+1].start
+			}
+		}
+		end := e.pos + int64(e.size)
+		if l := len(spans) - 1; l >= 0 {
+			sp := &spans[l]
+			if sp.sg == sg && e.pos >= sp.to && e.pos-sp.to <= maxReadGap && end-sp.from <= maxReadSpan {
+				sp.to = end
+				sp.n++
+				continue
+			}
+		}
+		spans = append(spans, span{sg: sg, from: e.pos, to: end, first: i, n: 1})
 	}
-	sg := s.segs[i]
-	buf := make([]byte, e.size)
-	if _, err := sg.f.ReadAt(buf, e.pos); err != nil {
-		return nil, fmt.Errorf("%w: segment %s position %d: %v", ErrCorrupt, sg.path, e.pos, err)
+	for _, sp := range spans {
+		// No one closing a segment can be waiting: that takes mu
+		// exclusively first.
+		sp.sg.readers.RLock()
 	}
-	m, _, err := decodeRecord(buf)
+	return spans, nil
+}
+
+// readSpans reads and checks the records of entries through spans (from
+// planSpans), releasing each span's segment once read. A Topic equal to
+// topic shares that string. On error it also returns the index of the
+// entry at fault.
+func readSpans(spans []span, entries []entry, topic string) ([]*Message, int, error) {
+	var err error
+	at := 0
+	bufs := make([][]byte, len(spans))
+	for i, sp := range spans {
+		if err == nil {
+			bufs[i] = make([]byte, sp.to-sp.from)
+			if _, rerr := sp.sg.f.ReadAt(bufs[i], sp.from); rerr != nil {
+				err = fmt.Errorf("%w: segment %s position %d: %v", ErrCorrupt, sp.sg.path, sp.from, rerr)
+				at = sp.first
+			}
+		}
+		sp.sg.readers.RUnlock() // every span's, after an error too
+	}
 	if err != nil {
-		return nil, fmt.Errorf("segment %s position %d: %w", sg.path, e.pos, err)
+		return nil, at, err
 	}
-	if m.LogOffset != e.logOffset {
-		return nil, fmt.Errorf("%w: segment %s position %d holds log offset %d, index says %d",
-			ErrCorrupt, sg.path, e.pos, m.LogOffset, e.logOffset)
+	ms := make([]Message, len(entries)) // one allocation for all of them
+	out := make([]*Message, len(entries))
+	for i, sp := range spans {
+		for j := sp.first; j < sp.first+sp.n; j++ {
+			e := &entries[j]
+			at := e.pos - sp.from
+			m := &ms[j]
+			if _, err := decodeRecordTo(m, bufs[i][at:at+int64(e.size):at+int64(e.size)], topic); err != nil {
+				return nil, j, fmt.Errorf("segment %s position %d: %w", sp.sg.path, e.pos, err)
+			}
+			if m.LogOffset != e.logOffset {
+				return nil, j, fmt.Errorf("%w: segment %s position %d holds log offset %d, index says %d",
+					ErrCorrupt, sp.sg.path, e.pos, m.LogOffset, e.logOffset)
+			}
+			out[j] = m
+		}
 	}
-	return m, nil
+	return out, 0, nil
 }
 
 // MinOffset returns the oldest readable queue offset of (topic, queueID);

@@ -104,27 +104,41 @@ func appendString(dst []byte, s string) []byte {
 // including a checksum mismatch, yields an error wrapping ErrCorrupt. The
 // returned Message's Body aliases rec (callers pass a buffer they own).
 func decodeRecord(rec []byte) (m *Message, batchEnd bool, err error) {
+	m = &Message{}
+	if batchEnd, err = decodeRecordTo(m, rec, ""); err != nil {
+		return nil, false, err
+	}
+	return m, batchEnd, nil
+}
+
+// decodeRecordTo decodes one record into m, as decodeRecord. A Topic equal
+// to topic shares that string instead of allocating a copy. On error m is
+// left partly filled.
+func decodeRecordTo(m *Message, rec []byte, topic string) (batchEnd bool, err error) {
 	if len(rec) < recordHeader {
-		return nil, false, fmt.Errorf("%w: record of %d bytes is shorter than its header", ErrCorrupt, len(rec))
+		return false, fmt.Errorf("%w: record of %d bytes is shorter than its header", ErrCorrupt, len(rec))
 	}
 	if rec[0] != recordVersion {
-		return nil, false, fmt.Errorf("%w: unknown record version %d", ErrCorrupt, rec[0])
+		return false, fmt.Errorf("%w: unknown record version %d", ErrCorrupt, rec[0])
 	}
 	if rec[1]&^flagBatchEnd != 0 {
-		return nil, false, fmt.Errorf("%w: unknown record flags %#x", ErrCorrupt, rec[1])
+		return false, fmt.Errorf("%w: unknown record flags %#x", ErrCorrupt, rec[1])
 	}
 	if want, got := binary.LittleEndian.Uint32(rec[2:]), recordCRC(rec); want != got {
-		return nil, false, fmt.Errorf("%w: record checksum %#08x, computed %#08x", ErrCorrupt, want, got)
+		return false, fmt.Errorf("%w: record checksum %#08x, computed %#08x", ErrCorrupt, want, got)
 	}
 	d := decoder{buf: rec[recordHeader:]}
-	m = &Message{}
 	m.LogOffset = d.offset()
 	m.QueueOffset = d.offset()
 	m.StoredAt = d.time()
 	m.BornAt = d.time()
 	m.QueueID = d.int()
 	m.ReconsumeTimes = d.int()
-	m.Topic = d.string()
+	if b := d.raw(); string(b) == topic && d.err == nil {
+		m.Topic = topic
+	} else {
+		m.Topic = string(b)
+	}
 	m.Tags = d.string()
 	if n := d.count(); n > 0 {
 		m.Keys = make([]string, n)
@@ -144,9 +158,9 @@ func decodeRecord(rec []byte) (m *Message, batchEnd bool, err error) {
 		d.err = fmt.Errorf("%d trailing bytes", len(d.buf))
 	}
 	if d.err != nil {
-		return nil, false, fmt.Errorf("%w: record: %v", ErrCorrupt, d.err)
+		return false, fmt.Errorf("%w: record: %v", ErrCorrupt, d.err)
 	}
-	return m, rec[1]&flagBatchEnd != 0, nil
+	return rec[1]&flagBatchEnd != 0, nil
 }
 
 // decoder reads the fields of a record; after the first error every read

@@ -64,7 +64,7 @@ func (s *Store) dropSegments(n int) (int, []trim, error) {
 		n = len(s.segs) - 1
 	}
 	for _, sg := range s.segs[:n] { // oldest first: a crash leaves a contiguous log
-		sg.f.Close()
+		sg.close() // after the reads already using it
 		if err := os.Remove(sg.path); err != nil {
 			return 0, nil, s.fail(fmt.Errorf("retention: %w", err))
 		}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // segment is one tidwall/wal segment file, named by the wal index of its
@@ -20,6 +21,19 @@ type segment struct {
 	path  string
 	f     *os.File // read-only; nil until opened
 	size  int64    // bytes; for the tail, see Store.tailSize
+	// readers holds f open for readers that pread it after letting go of
+	// the Store lock: they take it shared (under the Store lock), whoever
+	// closes f takes it exclusively first.
+	readers sync.RWMutex
+}
+
+// close closes the read handle once no reader uses it.
+func (sg *segment) close() {
+	sg.readers.Lock()
+	defer sg.readers.Unlock()
+	if sg.f != nil {
+		sg.f.Close()
+	}
 }
 
 func segmentName(index uint64) string { return fmt.Sprintf("%020d", index) }

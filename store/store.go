@@ -296,9 +296,7 @@ func (s *Store) closeFiles() error {
 		}
 	}
 	for _, sg := range s.segs {
-		if sg.f != nil {
-			sg.f.Close()
-		}
+		sg.close()
 	}
 	s.closeIndex()
 	if s.lockF != nil {
