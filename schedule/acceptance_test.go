@@ -903,3 +903,6 @@ func TestAcceptRestartOfTheWholeHostNeitherLosesNorRepeats(t *testing.T) {
 	got := bodies(readAll(t, st, "real", 0))
 	assert.ElementsMatch(t, want, got, "every delayed message exactly once across host restarts")
 }
+
+// *store.Store satisfies Log, as the contract says.
+var _ schedule.Log = (*store.Store)(nil)

@@ -1434,3 +1434,10 @@ func TestAcceptKilledProcessLosesNoAcknowledgedBatchAndExposesNoPartialOne(t *te
 		require.NoError(t, s.Close())
 	}
 }
+
+func TestAcceptDefaultsAreTheContractValues(t *testing.T) {
+	assert.Equal(t, time.Minute, time.Duration(store.DefaultRetainEvery), "RetainEvery default 1 min")
+	assert.Equal(t, 4<<20, int(store.DefaultMaxMessageSize), "MaxMessageSize default 4 MiB")
+	var zero store.Options
+	assert.Equal(t, store.SyncGroup, zero.Sync, "SyncGroup is the zero (default) policy")
+}
