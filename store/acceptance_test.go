@@ -1441,3 +1441,26 @@ func TestAcceptDefaultsAreTheContractValues(t *testing.T) {
 	var zero store.Options
 	assert.Equal(t, store.SyncGroup, zero.Sync, "SyncGroup is the zero (default) policy")
 }
+
+func TestAcceptTopicNamesAreDataNeverFilePaths(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "d")
+	s, err := store.Open(dir, store.Options{})
+	require.NoError(t, err)
+	topics := []string{"../escape", "a/b", "..", ".", "x\x00y", "%2e%2e", "ü🙂", "A", "a", `\..\z`}
+	for _, tp := range topics {
+		require.NoError(t, s.Append(msg(tp, 3, "v-"+tp)), "%q", tp)
+	}
+	require.NoError(t, s.Close())
+	ents, err := os.ReadDir(root)
+	require.NoError(t, err)
+	require.Len(t, ents, 1, "nothing written outside the store's directory")
+	s2 := openT(t, dir, store.Options{})
+	assert.ElementsMatch(t, topics, s2.Topics())
+	for _, tp := range topics {
+		got, err := s2.Read(tp, 3, 0, 5)
+		require.NoError(t, err, "%q", tp)
+		require.Len(t, got, 1, "%q", tp)
+		assert.Equal(t, "v-"+tp, string(got[0].Body))
+	}
+}
