@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -763,7 +765,7 @@ func TestAcceptContendedNonFIFOPopNeverWaitsOnLock(t *testing.T) {
 // back empty because of the lock. If the wait runs out it returns
 // ErrLockTimeout" — for each bound: Options.LockWait (Poll 0), Poll, ctx.
 func TestAcceptFIFORetryLockWaitRunsOutWithErrLockTimeoutNotEmpty(t *testing.T) {
-	e := newAccEnv(t, pop.Options{LockWait: 200 * time.Millisecond})
+	e := newAccEnv(t, pop.Options{LockWait: 120 * time.Millisecond})
 	e.appendN("t", 0, 2)
 	e.appendN("t", 1, 1)
 	a := fifoReq("A")
@@ -779,9 +781,9 @@ func TestAcceptFIFORetryLockWaitRunsOutWithErrLockTimeoutNotEmpty(t *testing.T) 
 	}{
 		{"LockWait", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, a},
 		{"Poll", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
-			func() pop.Request { r := a; r.Poll = 150 * time.Millisecond; return r }()},
+			func() pop.Request { r := a; r.Poll = 120 * time.Millisecond; return r }()},
 		{"ctx", func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 150*time.Millisecond)
+			return context.WithTimeout(context.Background(), 120*time.Millisecond)
 		}, func() pop.Request { r := a; r.Poll = 30 * time.Second; return r }()},
 		{"new attemptId", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
 			fifoReq("N")},
@@ -793,7 +795,7 @@ func TestAcceptFIFORetryLockWaitRunsOutWithErrLockTimeoutNotEmpty(t *testing.T) 
 		require.Error(t, o.err, "%s: a FIFO pop with an attemptId must not come back empty because of the lock", c.name)
 		assert.ErrorIs(t, o.err, pop.ErrLockTimeout, c.name)
 		assert.Empty(t, o.res.Messages, c.name)
-		assert.GreaterOrEqual(t, o.at, 100*time.Millisecond, "%s: it waited for the lock", c.name)
+		assert.GreaterOrEqual(t, o.at, 90*time.Millisecond, "%s: it waited for the lock", c.name)
 	}
 	// Nothing changed: the batch is still A's, attempt 1, and still blocks B.
 	require.NoError(t, e.svc.Ack(batch.Messages[0].Handle), "timed-out retries did not supersede the handle")
@@ -1356,7 +1358,7 @@ func TestAcceptLongPollIgnoresArrivalOnOtherQueueAndGroupsAreIndependent(t *test
 	requireStillWaiting(t, ch, 100*time.Millisecond, "before any arrival")
 	e.appendN("t", 1, 1)
 	e.appendN("other", 0, 1)
-	requireStillWaiting(t, ch, 200*time.Millisecond, "after arrivals on other queues")
+	requireStillWaiting(t, ch, 150*time.Millisecond, "after arrivals on other queues")
 	assert.Equal(t, int64(1), e.svc.Stats().Waiters)
 	e.appendN("t", 0, 1)
 	o := waitOutcome(t, ch, 2*time.Second, "arrival")
@@ -1738,7 +1740,7 @@ func TestAcceptLockBackstopNeverEvictsALiveHolder(t *testing.T) {
 	require.Len(t, batch.Messages, 1)
 	release, holder := e.holdLock(t)
 	e.clk.Advance(time.Hour)
-	time.Sleep(250 * time.Millisecond) // a few background ticks with the clock far past LockExpiry
+	time.Sleep(150 * time.Millisecond) // a few background ticks with the clock far past LockExpiry
 	o := waitOutcome(t, e.popAsync(context.Background(), a), 2*time.Second, "FIFO retry")
 	assert.ErrorIs(t, o.err, pop.ErrLockTimeout, "the live holder's lock must not be evicted")
 	o = waitOutcome(t, e.popAsync(context.Background(), accReq()), 2*time.Second, "non-FIFO")
@@ -2175,4 +2177,70 @@ func TestAcceptRandomFIFOOpsMatchPlainModel(t *testing.T) {
 			},
 		})
 	})
+}
+
+// lockedBuf is a goroutine-safe log sink.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Conventions: "Contention, takeover, expiry, recovery and every dropped or
+// rejected request are logged with their keys."
+func TestAcceptRejectionsAndContentionAreLoggedWithKeys(t *testing.T) {
+	var buf lockedBuf
+	e := newAccEnv(t, pop.Options{LockWait: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	e.appendN("orders", 0, 1)
+	e.appendN("orders", 1, 1)
+	bad := pop.Request{Group: "billing", Topic: "orders", ClientID: "c1", Max: 0}
+	_, err := e.svc.Pop(context.Background(), bad)
+	require.ErrorIs(t, err, pop.ErrInvalid)
+	assert.ErrorIs(t, e.svc.Ack("forged"), pop.ErrBadHandle)
+
+	f := fifoReq("att-7")
+	f.Topic = "orders"
+	f.Group = "billing"
+	f.Max = 1
+	require.Len(t, e.pop(f).Messages, 1)
+	entered, release := e.src.holdNextRead()
+	defer release()
+	h := accReq()
+	h.Group, h.Topic, h.QueueID = "billing", "orders", 1
+	holder := e.popAsync(context.Background(), h)
+	<-entered
+	_, err = e.svc.Pop(context.Background(), f)
+	require.ErrorIs(t, err, pop.ErrLockTimeout)
+	release()
+	waitOutcome(t, holder, 2*time.Second, "holder")
+
+	out := buf.String()
+	lines := strings.Split(out, "\n")
+	has := func(words ...string) bool {
+		for _, l := range lines {
+			ok := true
+			for _, w := range words {
+				ok = ok && strings.Contains(l, w)
+			}
+			if ok {
+				return true
+			}
+		}
+		return false
+	}
+	assert.True(t, has("billing", "orders", "c1"), "rejected request logged with group, topic, client:\n%s", out)
+	assert.True(t, has("ERROR") || has("WARN", "handle") || has("INFO", "handle"), "bad handle logged:\n%s", out)
+	assert.True(t, has("billing", "orders", "att-7"), "lock wait/timeout logged with group, topic, attempt:\n%s", out)
 }
