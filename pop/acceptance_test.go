@@ -279,6 +279,9 @@ func TestAcceptEmptyTopicLongPollsInsteadOfErroring(t *testing.T) {
 	res, err := e.svc.Pop(context.Background(), accReq())
 	require.NoError(t, err, "a never-written topic is not an error")
 	assert.Empty(t, res.Messages)
+	// The contract's Result is { Messages []Delivery }: an empty answer must
+	// compare equal to the zero Result whatever fields pop added.
+	assert.Equal(t, pop.Result{}, res)
 
 	r := accReq()
 	r.QueueID = pop.AllQueues

@@ -76,7 +76,7 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 				if req.Poll <= 0 || !time.Now().Before(pollEnd) {
 					gt.mu.Unlock()
 					s.st.empty.Add(1)
-					return res, nil
+					return Result{}, nil
 				}
 				if err := s.enterWaitLocked(gt, req, &counted); err != nil {
 					gt.mu.Unlock()
@@ -113,7 +113,7 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 		if req.Poll <= 0 || !time.Now().Before(pollEnd) {
 			gt.mu.Unlock()
 			s.st.empty.Add(1)
-			return res, nil
+			return Result{}, nil // the zero Result: nothing was made invisible
 		}
 		if err := s.enterWaitLocked(gt, req, &counted); err != nil {
 			gt.mu.Unlock()

@@ -52,11 +52,13 @@ type Delivery struct {
 	Attempts int    // 1 on first delivery
 }
 
-// Result is the answer of a Pop.
+// Result is the answer of a Pop. An answer with no message is the zero
+// Result.
 type Result struct {
 	Messages []Delivery
-	// Invisible is the invisible time actually applied: Request.Invisible
-	// clamped into [Options.MinInvisible, Options.MaxInvisible].
+	// Invisible is the invisible time actually applied to Messages:
+	// Request.Invisible clamped into [Options.MinInvisible,
+	// Options.MaxInvisible] (zero when there are no Messages).
 	Invisible time.Duration
 	// Clamped reports that Invisible differs from Request.Invisible.
 	Clamped bool
