@@ -2247,3 +2247,54 @@ func TestAcceptRejectionsAndContentionAreLoggedWithKeys(t *testing.T) {
 	assert.True(t, has("ERROR") || has("WARN", "handle") || has("INFO", "handle"), "bad handle logged:\n%s", out)
 	assert.True(t, has("billing", "orders", "att-7"), "lock wait/timeout logged with group, topic, attempt:\n%s", out)
 }
+
+// FIFO under concurrency: consumers with their own attemptIds race for one
+// queue. At most one batch is in flight, so the acks, in the order they
+// happen, are exactly 0, 1, 2, … — no message twice, none skipped.
+func TestAcceptConcurrentFIFOConsumersKeepOneBatchInOrder(t *testing.T) {
+	e := newAccEnv(t, pop.Options{LockWait: 5 * time.Second})
+	const total = 120
+	e.appendN("t", 0, total)
+	var mu sync.Mutex
+	var acked []int64
+	var wg sync.WaitGroup
+	for c := 0; c < 4; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			n := 0
+			for {
+				mu.Lock()
+				done := len(acked) == total
+				mu.Unlock()
+				if done {
+					return
+				}
+				r := fifoReq(fmt.Sprintf("c%d-%d", c, n))
+				r.Max = 1 + c
+				res, err := e.svc.Pop(context.Background(), r)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if len(res.Messages) == 0 {
+					continue
+				}
+				n++
+				for _, d := range res.Messages {
+					mu.Lock()
+					if assert.NoError(t, e.svc.Ack(d.Handle)) {
+						acked = append(acked, d.Message.QueueOffset)
+					}
+					mu.Unlock()
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	want := make([]int64, total)
+	for i := range want {
+		want[i] = int64(i)
+	}
+	assert.Equal(t, want, acked)
+	assert.Equal(t, int64(total), e.committed(0))
+}
