@@ -122,8 +122,8 @@ func (s *Store) Append(msgs ...*Message) error {
 	for i, m := range msgs {
 		m.QueueOffset, m.LogOffset, m.StoredAt = as[i].qoff, as[i].loff, as[i].stored
 	}
-	// The appender, not the committer, calls OnAppend: a hook that appends
-	// again must not wait on the goroutine that is calling it.
+	// Each appender, not the leader, calls its own OnAppend: a hook that
+	// appends again must not wait on the goroutine that is calling it.
 	s.notify(notes)
 	return nil
 }

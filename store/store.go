@@ -157,7 +157,7 @@ func (s *Store) open() error {
 	}
 	s.stats.cutBytes.Store(tail.cutBytes)
 	s.wal, err = wal.Open(s.walDir, &wal.Options{
-		NoSync:           true, // the committer fsyncs, once per group
+		NoSync:           true, // the store fsyncs, once per group
 		SegmentSize:      s.opts.SegmentSize,
 		SegmentCacheSize: 1,
 		AllowEmpty:       true,
