@@ -339,9 +339,11 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 // hold mu.
 func (s *Store) addSegment(start uint64, prevSize int64) error {
 	s.segs[len(s.segs)-1].size = prevSize
-	// wal keeps the closed segment's bytes in its read cache; the store
-	// never reads through wal, so free them.
-	_ = s.wal.ClearCache()
+	// wal keeps the closed segment's bytes in its read cache (at most one
+	// segment: SegmentCacheSize 1). The store never reads through wal, but
+	// freeing them at every roll measured 25% slower batch appends: the
+	// smaller heap makes the collector run far more often while wal grows
+	// the new segment's buffer. One cached segment is the bounded price.
 	sg := &segment{start: start, path: s.walDir + string(os.PathSeparator) + segmentName(start)}
 	f, err := os.Open(sg.path)
 	if err != nil {

@@ -37,7 +37,8 @@
 // the index and one pread per span of nearby records (a queue's records are
 // often adjacent in the log), done without holding the store lock. A checkpoint file records how far the
 // index is durable, so Open replays only the log past it. tidwall/wal keeps
-// the segment being written in memory, so SegmentSize bounds the log's heap.
+// the segment being written in memory, and the last closed one in its cache,
+// so the log's heap is bounded by about twice SegmentSize.
 //
 // # Defaults
 //
