@@ -17,28 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brokercore/brokercore/consumer"
+	"github.com/brokercore/brokercore/internal/testkit"
 )
 
-type accClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// accClock is the test clock injected as Options.Now.
+type accClock = testkit.Clock
 
-func newAccClock() *accClock {
-	return &accClock{t: time.Date(2030, 3, 4, 5, 6, 7, 0, time.UTC)}
-}
-
-func (c *accClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *accClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newAccClock() *accClock { return testkit.NewClock(time.Date(2030, 3, 4, 5, 6, 7, 0, time.UTC)) }
 
 // recorder collects events; it is safe for concurrent use.
 type recorder struct {

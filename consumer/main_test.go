@@ -7,31 +7,16 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/brokercore/brokercore/internal/testkit"
 )
 
+// fakeClock is the test clock injected as Options.Now.
+type fakeClock = testkit.Clock
+
+func newFakeClock() *fakeClock { return testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// fakeClock is a settable clock safe for concurrent use.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // recorder collects events.
 type recorder struct {

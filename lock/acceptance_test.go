@@ -5,7 +5,6 @@ package lock_test
 // user of the package would.
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,46 +15,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/lock"
 )
 
-type accClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// syncBuf is a slog sink safe for concurrent use.
+type syncBuf = testkit.LogBuffer
 
-func newAccClock() *accClock {
-	return &accClock{t: time.Date(2030, 3, 4, 5, 6, 7, 0, time.UTC)}
-}
+// accClock is the test clock injected as Options.Now.
+type accClock = testkit.Clock
 
-func (c *accClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *accClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+func newAccClock() *accClock { return testkit.NewClock(time.Date(2030, 3, 4, 5, 6, 7, 0, time.UTC)) }
 
 const accLive = 30 * time.Second
 

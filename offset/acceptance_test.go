@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,9 +16,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/offset"
 	"github.com/brokercore/brokercore/store"
 )
+
+// lockedBuf is a slog sink safe for concurrent use.
+type lockedBuf = testkit.LogBuffer
 
 func memManager(t *testing.T) *offset.Manager {
 	t.Helper()
@@ -941,23 +944,6 @@ func TestAcceptEmptyDeliverDoesNotMoveNextOffset(t *testing.T) {
 	assert.NotPanics(t, func() { _ = pq.Deliver([]*store.Message{nil}) })
 	n, _ = pq.Buffered()
 	assert.Equal(t, 0, n)
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestAcceptRejectedRequestsResetsAndRecoveryAreLogged(t *testing.T) {

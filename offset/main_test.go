@@ -1,33 +1,18 @@
 package offset
 
 import (
-	"bytes"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/brokercore/brokercore/internal/testkit"
 )
 
+// logBuffer is a slog sink safe for concurrent use.
+type logBuffer = testkit.LogBuffer
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// logBuffer is a goroutine-safe log sink for asserting on log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func newTestLogger() (*slog.Logger, *logBuffer) {
 	b := &logBuffer{}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,9 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/store"
 )
+
+// lockedBuf is a slog sink safe for concurrent use.
+type lockedBuf = testkit.LogBuffer
 
 // Conventions: every goroutine owned, stopped and waited for by Close
 // (idempotent); calls after Close return ErrClosed. Close wakes every waiter.
@@ -136,24 +139,6 @@ func TestAcceptStatsCountPopsDeliveriesAcksAndRejections(t *testing.T) {
 	assert.Equal(t, s0.BadHandles+1, s.BadHandles)
 	assert.Equal(t, s0.Invalid+1, s.Invalid)
 	assert.Equal(t, int64(0), s.Waiters)
-}
-
-// lockedBuf is a goroutine-safe log sink.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Conventions: "Contention, takeover, expiry, recovery and every dropped or

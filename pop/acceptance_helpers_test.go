@@ -17,31 +17,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/offset"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/store"
 )
 
-type accClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// accClock is the test clock injected as Options.Now.
+type accClock = testkit.Clock
 
-func newAccClock() *accClock {
-	return &accClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *accClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *accClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newAccClock() *accClock { return testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 // accSource is the real *store.Store with one optional gate: holdNextRead makes
 // the next Read block until released, so a test can hold the group@topic lock

@@ -9,8 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/store"
 )
+
+// fakeClock is the test clock injected as Options.Now.
+type fakeClock = testkit.Clock
+
+func newFakeClock() *fakeClock { return testkit.NewClock(time.Unix(1_700_000_000, 0)) }
 
 // memSource is a small in-memory Source. A read of a gated queue signals
 // entered and blocks until the gate is closed: a slow read (cold data,
@@ -102,26 +108,6 @@ func (m *memSource) Queues(topic string) []int {
 	}
 	sort.Ints(out)
 	return out
-}
-
-// fakeClock is an injectable Options.Now.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 func offsetsOf(r Result) []int64 {

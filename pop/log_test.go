@@ -1,31 +1,17 @@
 package pop
 
 import (
-	"bytes"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/brokercore/brokercore/internal/testkit"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a slog sink safe for concurrent use.
+type syncBuffer = testkit.LogBuffer
 
 // TestRejectedRequestsAndResetsAreLoggedWithTheirKeys: the field reports
 // were solved from such lines, so they must carry group, topic and queue.

@@ -8,7 +8,6 @@ package schedule_test
 // Options.Now, which stamps StoredAt); nothing sleeps for an expiry.
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,27 +24,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
 )
 
-// logBuffer is a concurrency-safe slog sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// logBuffer is a slog sink safe for concurrent use.
+type logBuffer = testkit.LogBuffer
 
 // fakeClock is an injectable Options.Now that counts its readings, so a
 // test can wait until the scheduler has re-checked due times.

@@ -6,31 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/require"
 )
 
-// fakeClock is the injected Options.Now; only tests move it, never backwards.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// fakeClock is the test clock injected as Options.Now.
+type fakeClock = testkit.Clock
 
-func newClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 5, 21, 14, 50, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *fakeClock { return testkit.NewClock(time.Date(2026, 5, 21, 14, 50, 0, 0, time.UTC)) }
 
 type qkey struct {
 	topic string

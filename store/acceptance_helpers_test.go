@@ -8,61 +8,22 @@ package store_test
 // holds the shared helpers.
 
 import (
-	"bytes"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/store"
 )
 
-// fakeClock is an injectable Options.Now.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// logBuffer is a slog sink safe for concurrent use.
+type logBuffer = testkit.LogBuffer
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
+// fakeClock is the test clock injected as Options.Now.
+type fakeClock = testkit.Clock
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
-// logBuffer is a concurrency-safe slog sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+func newFakeClock() *fakeClock { return testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 func openT(t *testing.T, dir string, opts store.Options) *store.Store {
 	t.Helper()

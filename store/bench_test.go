@@ -261,7 +261,7 @@ func BenchmarkOffsetAt(b *testing.B) {
 		if err := s.Append(batch...); err != nil {
 			b.Fatal(err)
 		}
-		clk.Add(time.Second)
+		clk.Advance(time.Second)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

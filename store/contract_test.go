@@ -247,7 +247,7 @@ func TestOffsetAtReturnsFirstOffsetStoredAtOrAfter(t *testing.T) {
 	defer s.Close()
 	for i := 0; i < 10; i++ {
 		require.NoError(t, s.Append(msg("t", 0, "x")))
-		clk.Add(time.Minute)
+		clk.Advance(time.Minute)
 	}
 	assert.Equal(t, int64(0), s.OffsetAt("t", 0, t0.Add(-time.Hour)))
 	assert.Equal(t, int64(0), s.OffsetAt("t", 0, t0))
@@ -263,7 +263,7 @@ func TestStoredAtNeverDecreasesWhenTheClockGoesBack(t *testing.T) {
 	s := openT(t, dir, Options{Now: clk.Now})
 	a := msg("t", 0, "a")
 	require.NoError(t, s.Append(a))
-	clk.Add(-time.Hour)
+	clk.Advance(-time.Hour)
 	b := msg("t", 1, "b")
 	require.NoError(t, s.Append(b))
 	assert.False(t, b.StoredAt.Before(a.StoredAt))

@@ -91,7 +91,7 @@ func TestMaxAgeRetentionReadsTheInjectedClock(t *testing.T) {
 	n, err := s.Retain()
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing is an hour old yet")
-	clk.Add(2 * time.Hour)
+	clk.Advance(2 * time.Hour)
 	fillSegments(t, s, "t", 1)
 	n, err = s.Retain()
 	require.NoError(t, err)

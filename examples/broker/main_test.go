@@ -6,13 +6,19 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/brokercore/brokercore/internal/testkit"
 )
+
+// fakeClock is the test clock injected as Options.Now.
+type fakeClock = testkit.Clock
+
+func newFakeClock() *fakeClock { return testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 func TestMain(m *testing.M) {
 	// signal_test.go re-runs this test binary as the real program.
@@ -22,29 +28,6 @@ func TestMain(m *testing.M) {
 		return
 	}
 	goleak.VerifyTestMain(m)
-}
-
-// fakeClock is the Now every package of a test broker reads, so the tests
-// move time (invisible time, delay levels) instead of sleeping for it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 // testBroker is a broker served on a real loopback listener.
