@@ -314,7 +314,7 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 		}
 	}
 	var notes []notice
-	if s.opts.OnAppend != nil {
+	if s.opts.OnAppend != nil || s.hooks.any() {
 		notes = make([]notice, 0, 1)
 	}
 	for i := range msgs {

@@ -149,13 +149,13 @@ func (s *Store) fsyncLog() error {
 	return nil
 }
 
-// notify calls OnAppend; callers hold no lock.
+// notify calls OnAppend and the Subscribe hooks; callers hold no lock.
 func (s *Store) notify(notes []notice) {
-	if s.opts.OnAppend == nil {
-		return
-	}
 	for _, n := range notes {
-		s.opts.OnAppend(n.topic, n.id, n.next)
+		if s.opts.OnAppend != nil {
+			s.opts.OnAppend(n.topic, n.id, n.next)
+		}
+		s.hooks.call(n.topic, n.id, n.next)
 	}
 }
 

@@ -66,9 +66,11 @@ type Store struct {
 	encBuf    []byte
 	plBuf     []placed
 
-	kick chan struct{}
-	stop chan struct{}
-	wg   sync.WaitGroup
+	kick  chan struct{}
+	stop  chan struct{}
+	done  chan struct{} // closed when Close begins (Done)
+	hooks hooks         // Subscribe
+	wg    sync.WaitGroup
 
 	stats counters
 
@@ -114,6 +116,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		queues:   map[string]map[int]*queue{},
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 		syncFile: (*os.File).Sync,
 	}
 	s.walWrite = func(b *wal.Batch) error { return s.wal.WriteBatch(b) }
@@ -243,6 +246,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	close(s.done)
 	close(s.stop)
 	s.wg.Wait() // the committer syncs everything written before it exits
 	s.retainMu.Lock()
