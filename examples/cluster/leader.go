@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -93,6 +94,9 @@ func (n *Node) services() (*leaderTerm, error) {
 
 func (n *Node) newScheduler(sl *schedLog) (*schedule.Scheduler, error) {
 	path := filepath.Join(n.cfg.Dir, "schedule", "progress")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
 	if err := sl.prepare(path); err != nil {
 		return nil, err
 	}
