@@ -200,6 +200,15 @@ func (f *fsm) member(id string) string {
 	return f.members[id]
 }
 
+// lastIndex is the raft index of the last command applied to this FSM
+// (raft's own AppliedIndex counts entries handed to the FSM goroutine, not
+// yet applied).
+func (f *fsm) lastIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.index
+}
+
 func (f *fsm) err() error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

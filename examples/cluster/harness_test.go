@@ -214,16 +214,15 @@ func (c *tcluster) closeAll() {
 	}
 }
 
-// waitApplied waits until every live node applied at least index.
+// waitConverged waits until every live node's FSM applied the same last
+// command (call it after the writes of interest were acknowledged: the
+// leader applied them then).
 func (c *tcluster) waitConverged() {
 	c.t.Helper()
 	require.Eventually(c.t, func() bool {
-		var want uint64
-		for _, n := range c.live() {
-			want = max(want, n.Raft().CommitIndex())
-		}
-		for _, n := range c.live() {
-			if n.Raft().AppliedIndex() < want {
+		nodes := c.live()
+		for _, n := range nodes {
+			if n.fsm.lastIndex() != nodes[0].fsm.lastIndex() {
 				return false
 			}
 		}
@@ -259,7 +258,11 @@ func (c *tcluster) requireIdentical() {
 	nodes := c.live()
 	want := dump(c.t, nodes[0].Store())
 	for _, n := range nodes[1:] {
-		require.Equal(c.t, want, dump(c.t, n.Store()), "node %s differs from %s", n.ID(), nodes[0].ID())
+		got := dump(c.t, n.Store())
+		require.Equal(c.t, len(want), len(got), "node %s holds %d messages, %s %d", n.ID(), len(got), nodes[0].ID(), len(want))
+		for i := range want {
+			require.Equal(c.t, want[i], got[i], "node %s differs from %s at log offset %d", n.ID(), nodes[0].ID(), i)
+		}
 	}
 }
 
