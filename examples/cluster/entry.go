@@ -23,12 +23,13 @@ import (
 type kind byte
 
 const (
-	kindProduce kind = 1 + iota // messages appended as one batch
-	kindCommit                  // consumer offsets committed (a batch)
-	kindReset                   // a consumer offset reset (bumps the epoch)
-	kindDeliver                 // scheduler delivery: messages + progress, one step
-	kindInit                    // the cluster's identity, first entry of a cluster
-	kindMember                  // a member's HTTP address (routing for redirects)
+	kindProduce  kind = 1 + iota // messages appended as one batch
+	kindCommit                   // consumer offsets committed (a batch)
+	kindReset                    // a consumer offset reset (bumps the epoch)
+	kindDeliver                  // scheduler delivery: messages + progress, one step
+	kindInit                     // the cluster's identity, first entry of a cluster
+	kindMember                   // a member's HTTP address (routing for redirects)
+	kindProgress                 // scheduler progress without messages (compare-and-set)
 )
 
 func (k kind) String() string {
@@ -45,6 +46,8 @@ func (k kind) String() string {
 		return "init"
 	case kindMember:
 		return "member"
+	case kindProgress:
+		return "progress"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -69,13 +72,14 @@ type entry struct {
 	At       time.Time // the leader's clock when it proposed the entry
 	Msgs     []*store.Message
 	Commits  []commitItem
-	Progress []byte // kindDeliver: the scheduler's encoded progress
+	Progress []byte // kindDeliver: the scheduler's encoded progress after the delivery
+	Prev     []byte // kindDeliver: the progress the delivery starts from (compare-and-set)
 	Text     string // kindInit: cluster id; kindMember: node id
 	Text2    string // kindMember: HTTP address
 }
 
 func encodeEntry(e *entry) []byte {
-	size := 32 + len(e.Progress) + len(e.Text) + len(e.Text2)
+	size := 32 + len(e.Progress) + len(e.Prev) + len(e.Text) + len(e.Text2)
 	for _, m := range e.Msgs {
 		size += msgSize(m)
 	}
@@ -83,8 +87,9 @@ func encodeEntry(e *entry) []byte {
 	b = append(b, byte(e.Kind))
 	b = binary.AppendVarint(b, e.At.UnixNano())
 	switch e.Kind {
-	case kindProduce, kindDeliver:
+	case kindProduce, kindDeliver, kindProgress:
 		b = appendBytes(b, e.Progress)
+		b = appendBytes(b, e.Prev)
 		b = binary.AppendUvarint(b, uint64(len(e.Msgs)))
 		for _, m := range e.Msgs {
 			b = appendMsg(b, m)
@@ -113,8 +118,9 @@ func decodeEntry(b []byte) (*entry, error) {
 	e := &entry{Kind: kind(b[0])}
 	e.At = time.Unix(0, d.varint()).UTC()
 	switch e.Kind {
-	case kindProduce, kindDeliver:
+	case kindProduce, kindDeliver, kindProgress:
 		e.Progress = d.bytes()
+		e.Prev = d.bytes()
 		n := d.count()
 		for i := 0; i < n && d.err == nil; i++ {
 			e.Msgs = append(e.Msgs, d.msg())

@@ -34,6 +34,11 @@ var (
 	// ErrDiverged: the local store and the replicated log disagree; the
 	// node stops applying rather than serve different data.
 	ErrDiverged = errors.New("local store diverged from the log")
+	// ErrStaleProgress: a scheduler delivery did not start from the
+	// replicated progress (another delivery got there first); nothing of
+	// it was applied, and the leader restarts its scheduler from the
+	// replicated progress.
+	ErrStaleProgress = errors.New("scheduler delivery from stale progress")
 	// ErrClosed: the node was closed.
 	ErrClosed = errors.New("node closed")
 	// ErrStaleEpoch is pop's and offset's one fencing error.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -85,6 +86,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 	switch e.Kind {
 	case kindProduce, kindDeliver:
 		return f.applyMessages(l.Index, e)
+	case kindProgress:
+		if !bytes.Equal(f.progress, e.Prev) {
+			return applyResult{err: fmt.Errorf("progress at index %d: %w", l.Index, ErrStaleProgress)}
+		}
+		f.progress = e.Progress
+		return applyResult{}
 	case kindCommit:
 		return applyResult{err: f.applyCommits(e.Commits)}
 	case kindReset:
@@ -121,7 +128,14 @@ func (f *fsm) applyMessages(index uint64, e *entry) applyResult {
 		// from ever reaching the store, identically on every node.
 		return applyResult{err: err}
 	}
-	if e.Kind == kindDeliver && e.Progress != nil {
+	if e.Kind == kindDeliver {
+		// The fence against a delivery task that outlived what it knew
+		// (the field report's zombie, or a scheduler whose append timed
+		// out and that retries a batch a new leader already delivered):
+		// a delivery applies only on top of the progress it started from.
+		if !bytes.Equal(f.progress, e.Prev) {
+			return applyResult{err: fmt.Errorf("delivery at index %d: %w", index, ErrStaleProgress)}
+		}
 		f.progress = e.Progress
 	}
 	n := int64(len(e.Msgs))

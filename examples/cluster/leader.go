@@ -28,14 +28,17 @@ const DeadLetterPrefix = "%DLQ%"
 // scheduler's Log and pop's Offsets are raft-backed and their lifetime is
 // a term.
 type leaderTerm struct {
-	pop     *pop.Service
-	offsets *raftOffsets
-	sched   *schedule.Scheduler
-	slog    *schedLog
-	unsub   func()
+	raftTerm uint64 // the raft term these services were built in
+	pop      *pop.Service
+	offsets  *raftOffsets
+	sched    *schedule.Scheduler
+	slog     *schedLog
+	unsub    func()
 }
 
-func (n *Node) beginTerm() error {
+// beginTerm starts the leader services for raftTerm (read before the
+// barrier, so a later term is noticed by reconcile and rebuilt).
+func (n *Node) beginTerm(raftTerm uint64) error {
 	offs := newRaftOffsets(n)
 	p := pop.New(n.st, pop.Options{
 		Offsets:    offs,
@@ -56,7 +59,7 @@ func (n *Node) beginTerm() error {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	n.termMu.Lock()
-	n.term = &leaderTerm{pop: p, offsets: offs, sched: sched, slog: sl, unsub: unsub}
+	n.term = &leaderTerm{raftTerm: raftTerm, pop: p, offsets: offs, sched: sched, slog: sl, unsub: unsub}
 	n.termMu.Unlock()
 	n.log.Info("cluster: leading", "term", n.raft.CurrentTerm(), "applied_index", n.raft.AppliedIndex())
 	return nil

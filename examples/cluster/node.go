@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brokercore/brokercore/store"
@@ -33,9 +34,11 @@ type Node struct {
 	trans raft.Transport
 	id    identity
 
-	notify chan bool
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	notify  chan bool
+	kick    chan struct{} // requestRebuild wakes the leader loop
+	rebuild atomic.Bool   // the leader services must be rebuilt from the replicated state
+	stop    chan struct{}
+	wg      sync.WaitGroup
 
 	termMu sync.RWMutex
 	term   *leaderTerm // non-nil while this node leads and its services run
@@ -60,7 +63,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), id: id,
-		notify: make(chan bool, 64), stop: make(chan struct{})}
+		notify: make(chan bool, 64), kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	n.fsm = newFSM(nil, n.log)
 	st, err := store.Open(filepath.Join(cfg.Dir, "store"), store.Options{
 		// raft's log is fsynced before an entry commits and is replayed
@@ -193,6 +196,7 @@ func (n *Node) leaderLoop() {
 		case <-n.stop:
 			return
 		case <-n.notify:
+		case <-n.kick:
 		case <-t.C:
 		}
 		n.reconcile()
@@ -205,9 +209,18 @@ func (n *Node) reconcile() {
 		n.saveClusterID()
 		return
 	}
-	if n.IsLeader() {
-		return
+	if t := n.currentTerm(); t != nil {
+		// A term's services are only as good as the leadership they were
+		// built under: lost and regained in between (another leader may
+		// have delivered and committed meanwhile), or a delivery refused
+		// as stale, and they are rebuilt from the replicated state.
+		if t.raftTerm == n.raft.CurrentTerm() && !n.rebuild.Load() {
+			return
+		}
+		n.endTerm("rebuild")
 	}
+	n.rebuild.Store(false)
+	term := n.raft.CurrentTerm()
 	// Everything committed by earlier leaders must be applied here before
 	// consumption or the scheduler start from the replicated state.
 	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
@@ -218,9 +231,24 @@ func (n *Node) reconcile() {
 		n.log.Warn("cluster: could not record cluster identity, will retry", "err", err)
 		return
 	}
-	if err := n.beginTerm(); err != nil {
+	if err := n.beginTerm(term); err != nil {
 		n.log.Error("cluster: leader services did not start, will retry", "err", err)
 	}
+}
+
+// requestRebuild asks the leader loop to rebuild the leader services.
+func (n *Node) requestRebuild() {
+	n.rebuild.Store(true)
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) currentTerm() *leaderTerm {
+	n.termMu.RLock()
+	defer n.termMu.RUnlock()
+	return n.term
 }
 
 // claimCluster makes sure the replicated state names the cluster and this

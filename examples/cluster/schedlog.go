@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 
@@ -31,10 +30,17 @@ import (
 type schedLog struct {
 	n *Node
 
+	// appendMu serializes deliveries: each one carries the progress it
+	// starts from (committed) and the FSM applies it only on top of
+	// exactly that, so a delivery whose outcome this scheduler did not
+	// learn (a timeout, a lost leadership) can never be applied twice.
+	appendMu  sync.Mutex
+	committed []byte        // the replicated progress as this term last saw it
+	next      map[int]int64 // committed, decoded (derived-progress path)
+
 	mu    sync.Mutex
 	reads map[*store.Message]readPos // messages of the last Read per level
 	byQ   map[int][]*store.Message
-	next  map[int]int64 // level -> next offset, as replicated
 }
 
 type readPos struct {
@@ -74,74 +80,89 @@ func (l *schedLog) MaxOffset(topic string, queueID int) int64 {
 	return l.n.st.MaxOffset(topic, queueID)
 }
 
-// Append implements schedule.Log for a scheduler without ProgressLog.
+// Append implements schedule.Log for a scheduler without ProgressLog: the
+// progress is the replicated one advanced past the delivered messages.
 func (l *schedLog) Append(msgs ...*store.Message) error {
-	l.mu.Lock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
 	next := make(map[int]int64, len(l.next))
 	for k, v := range l.next {
 		next[k] = v
 	}
+	l.mu.Lock()
 	for _, m := range msgs {
 		if p, ok := l.reads[m]; ok && p.offset+1 > next[p.queue+1] {
 			next[p.queue+1] = p.offset + 1
 		}
 	}
 	l.mu.Unlock()
-	if err := l.AppendWithProgress(encodeLevels(next), msgs...); err != nil {
+	if err := l.deliver(encodeLevels(next), msgs); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	for k, v := range next {
-		if v > l.next[k] {
-			l.next[k] = v
-		}
-	}
-	l.mu.Unlock()
+	l.next = next
 	return nil
 }
 
 // AppendWithProgress implements schedule.ProgressLog.
 func (l *schedLog) AppendWithProgress(progress []byte, msgs ...*store.Message) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	return l.deliver(progress, msgs)
+}
+
+// deliver proposes one delivery entry; the caller holds appendMu.
+func (l *schedLog) deliver(progress []byte, msgs []*store.Message) error {
 	if h := l.n.cfg.beforePropose; h != nil {
 		h()
 	}
-	e := &entry{Kind: kindDeliver, Msgs: msgs, Progress: progress}
-	if progress == nil {
-		e.Progress = []byte{} // "no change" is nil; an empty progress is kept
+	if len(msgs) == 0 && progress == nil {
+		return fmt.Errorf("deliver: nothing: %w", ErrInvalid)
 	}
+	e := &entry{Kind: kindDeliver, Msgs: msgs, Progress: progress, Prev: l.committed}
 	if len(msgs) == 0 {
-		return fmt.Errorf("deliver: no messages: %w", ErrInvalid)
+		e.Kind = kindProgress
 	}
 	_, err := l.n.apply(e)
-	return err
+	if err != nil {
+		if errors.Is(err, ErrStaleProgress) {
+			// Another delivery got there first: this scheduler's view is
+			// behind. Rebuild the term from the replicated state.
+			l.n.log.Warn("cluster: scheduler delivery refused as stale; restarting the scheduler", "err", err)
+			l.n.requestRebuild()
+		}
+		return err
+	}
+	l.committed = progress
+	return nil
 }
 
 // LoadProgress implements schedule.ProgressLog.
 func (l *schedLog) LoadProgress() ([]byte, error) {
-	p := l.n.fsm.loadProgress()
-	if len(p) == 0 {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if len(l.committed) == 0 {
 		return nil, nil
 	}
-	return p, nil
+	return append([]byte(nil), l.committed...), nil
 }
 
-// prepare (for a scheduler without ProgressLog) writes the replicated level
-// progress to the scheduler's progress file before New reads it.
+// prepare loads the replicated progress at the start of a term and (for a
+// scheduler without ProgressLog) writes the level progress to the
+// scheduler's progress file before New reads it.
 func (l *schedLog) prepare(path string) error {
 	p := l.n.fsm.loadProgress()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.committed = p
 	if len(p) == 0 {
+		_ = os.Remove(path)
 		return nil
 	}
 	levels, err := decodeLevels(p)
 	if err != nil {
-		return fmt.Errorf("replicated scheduler progress: %w", err)
+		return nil // a scheduler with ProgressLog owns the format
 	}
-	l.mu.Lock()
 	l.next = levels
-	l.mu.Unlock()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
 	return fsx.WriteFile(fsx.OS, path, p, 0o644)
 }
 
