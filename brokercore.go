@@ -112,10 +112,7 @@ func (b *Broker) open(dir string, opts Options) error {
 	}
 	svc := pop.New(st, po)
 	b.pop = svc
-	b.add("pop", svc.Close)
-	// pop.New does not subscribe to its Source yet: wire arrivals here.
-	cancel := st.Subscribe(func(topic string, queueID int, _ int64) { svc.Arrived(topic, queueID) })
-	b.add("arrivals", func() error { cancel(); return nil })
+	b.add("pop", svc.Close) // pop.New subscribed itself to the store's arrivals; Close cancels it
 
 	if err := os.MkdirAll(filepath.Dir(opts.Schedule.ProgressPath), 0o755); err != nil {
 		return fmt.Errorf("brokercore: scheduler: %w", err)
