@@ -201,8 +201,9 @@ func (b *Broker) Consumers() *consumer.Registry { return b.consumers }
 
 // Close stops everything in the reverse order of Open and returns after
 // every goroutine has exited: housekeeping, then the scheduler (its
-// in-flight deliveries finish and their progress is recorded), the arrival
-// subscription, the pop service (long polls answer pop.ErrClosed), the
+// in-flight deliveries finish and their progress is recorded), the pop
+// service (it cancels its arrival subscription; long polls answer
+// pop.ErrClosed), the
 // offset manager (written a last time) and the store. Afterwards every
 // piece answers its own ErrClosed. Close is idempotent; later calls return
 // the first call's result, which joins the errors of every piece that
