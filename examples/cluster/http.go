@@ -19,7 +19,7 @@ import (
 // leader is known. /read and /status answer locally on any node.
 //
 //	POST /produce          {"topic","queue","messages":[{"body","tags","keys","properties"}],"delay_level"}
-//	POST /pop              {"group","topic","queue","max","invisible_ms","poll_ms"}
+//	POST /pop              {"group","topic","queue","max","invisible_ms","poll_ms","filter"}
 //	POST /ack              {"handle"}
 //	POST /change-invisible {"handle","invisible_ms"}
 //	POST /members          {"id","raft_addr","http_addr"}   add a voter
@@ -126,6 +126,7 @@ type popReq struct {
 	Max         int    `json:"max"`
 	InvisibleMS int64  `json:"invisible_ms"`
 	PollMS      int64  `json:"poll_ms"`
+	Filter      string `json:"filter"`
 }
 
 func (n *Node) handlePop(w http.ResponseWriter, r *http.Request) {
@@ -141,7 +142,7 @@ func (n *Node) handlePop(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	res, err := n.Pop(ctx, pop.Request{Group: req.Group, Topic: req.Topic, QueueID: q, Max: req.Max,
 		Invisible: time.Duration(req.InvisibleMS) * time.Millisecond, Poll: time.Duration(req.PollMS) * time.Millisecond,
-		ClientID: r.RemoteAddr})
+		Filter: req.Filter, ClientID: r.RemoteAddr})
 	if err != nil {
 		writeErr(w, err)
 		return

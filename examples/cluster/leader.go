@@ -8,13 +8,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
 )
 
 // DeadLetterPrefix is brokercore's: dead letters of group G go to "%DLQ%G".
-const DeadLetterPrefix = "%DLQ%"
+const DeadLetterPrefix = brokercore.DeadLetterPrefix
 
 // leaderTerm holds the services that run only while this node leads. They
 // are built fresh for every term, over the replicated state as the new
@@ -33,33 +34,32 @@ type leaderTerm struct {
 	offsets  *raftOffsets
 	sched    *schedule.Scheduler
 	slog     *schedLog
-	unsub    func()
 }
 
 // beginTerm starts the leader services for raftTerm (read before the
 // barrier, so a later term is noticed by reconcile and rebuilt).
 func (n *Node) beginTerm(raftTerm uint64) error {
 	offs := newRaftOffsets(n)
+	// pop subscribes to the store's arrivals itself (and answers ErrClosed
+	// once the store closes).
 	p := pop.New(n.st, pop.Options{
 		Offsets:    offs,
 		Now:        n.cfg.Now,
 		Logger:     n.log,
 		DeadLetter: n.deadLetter,
 	})
-	unsub := n.st.Subscribe(func(topic string, queueID int, _ int64) { p.Arrived(topic, queueID) })
 	sl := newSchedLog(n)
 	sched, err := n.newScheduler(sl)
 	if err == nil {
 		err = sched.Start()
 	}
 	if err != nil {
-		unsub()
 		_ = p.Close()
 		offs.close(false)
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	n.termMu.Lock()
-	n.term = &leaderTerm{raftTerm: raftTerm, pop: p, offsets: offs, sched: sched, slog: sl, unsub: unsub}
+	n.term = &leaderTerm{raftTerm: raftTerm, pop: p, offsets: offs, sched: sched, slog: sl}
 	n.termMu.Unlock()
 	n.log.Info("cluster: leading", "term", n.raft.CurrentTerm(), "applied_index", n.raft.AppliedIndex())
 	return nil
@@ -79,7 +79,6 @@ func (n *Node) endTerm(reason string) {
 	if err := t.sched.Stop(); err != nil {
 		n.log.Warn("cluster: scheduler stop", "err", err)
 	}
-	t.unsub()
 	_ = t.pop.Close()
 	t.offsets.close(reason == "close")
 	n.log.Info("cluster: leader services stopped", "reason", reason)
