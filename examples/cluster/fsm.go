@@ -41,6 +41,7 @@ type fsm struct {
 	members  map[string]string // node id -> HTTP address
 	index    uint64            // last raft index applied
 	failed   error             // a store append failed: this node's copy is no longer trustworthy
+	restores int               // snapshots restored (status, tests)
 }
 
 type offsetKey struct {
@@ -223,6 +224,12 @@ func (f *fsm) lastIndex() uint64 {
 	return f.index
 }
 
+func (f *fsm) restored() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.restores
+}
+
 func (f *fsm) err() error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -273,6 +280,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	for _, o := range state.Offsets {
 		f.offsets[offsetKey{o.Group, o.Topic, o.Queue}] = offsetState{o.Offset, o.Committed, o.Epoch}
 	}
+	f.restores++
 	f.log.Info("cluster: snapshot restored", "messages", state.Applied, "offsets", len(state.Offsets))
 	return nil
 }
