@@ -40,6 +40,7 @@ func run(args []string) int {
 	data := fs.String("data", "cluster-data", "data directory (with -bootstrap: the parent of n1, n2, n3)")
 	cluster := fs.String("cluster", "", "expected cluster id (refuse another cluster's data directory)")
 	verbose := fs.Bool("v", false, "debug logging")
+	timeout := fs.Duration("heartbeat", DefaultHeartbeatTimeout, "raft heartbeat and election timeout (failover takes about twice this)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -54,7 +55,8 @@ func run(args []string) int {
 	if *bootstrap {
 		err = runLocal(ctx, *data, log)
 	} else {
-		err = runNode(ctx, Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, HTTPAddr: *httpAddr, ClusterID: *cluster, Logger: log}, *join)
+		err = runNode(ctx, Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, HTTPAddr: *httpAddr, ClusterID: *cluster, Logger: log,
+			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout}, *join)
 	}
 	if err != nil {
 		log.Error("cluster: exit", "err", err)
