@@ -12,14 +12,14 @@ import (
 	"github.com/brokercore/brokercore/store"
 )
 
-// Pop limits and defaults. Invisible times are not limited here: pop clamps
-// them into [pop.DefaultMinInvisible, pop.DefaultMaxInvisible] and the
-// answer says what it applied.
+// Pop limits. Invisible times are not limited here: pop clamps them into
+// [pop.DefaultMinInvisible, pop.DefaultMaxInvisible] and the answer says
+// what it applied. A max or invisible left out is pop's own default (1
+// message, pop.DefaultInvisible).
 const (
-	defaultInvisible = 60 * time.Second
-	maxPopBatch      = 32
-	maxAttemptIDLen  = 128
-	maxHandleLen     = 1024
+	maxPopBatch     = 32
+	maxAttemptIDLen = 128
+	maxHandleLen    = 1024
 )
 
 // popIn carries every pop.Request field. queueId left out means every
@@ -178,19 +178,18 @@ func (b *Broker) popRequest(in popIn) (pop.Request, error) {
 		}
 		req.QueueID = *in.QueueID
 	}
-	req.Max = in.Max
-	if in.Max == 0 {
-		req.Max = 1
-	}
-	if req.Max < 1 || req.Max > maxPopBatch {
-		return req, badField("max", "must be 1..%d", maxPopBatch)
+	req.Max = in.Max // 0: pop's default, one message
+	if req.Max < 0 || req.Max > maxPopBatch {
+		return req, badField("max", "must be 1..%d (0 or left out: 1)", maxPopBatch)
 	}
 	var err error
-	if req.Invisible, err = duration("invisible", in.Invisible, defaultInvisible, 0); err != nil {
+	// Left out: 0, pop's default. An explicit "0s" is refused rather than
+	// read as "the default", which nobody writing it means.
+	if req.Invisible, err = duration("invisible", in.Invisible, 0, 0); err != nil {
 		return req, err
 	}
-	if req.Invisible == 0 {
-		return req, badField("invisible", "must be more than 0 (leave it out for the default %s)", defaultInvisible)
+	if in.Invisible != "" && req.Invisible == 0 {
+		return req, badField("invisible", "must be more than 0 (leave it out for the default %s)", pop.DefaultInvisible)
 	}
 	if req.Poll, err = duration("poll", in.Poll, 0, b.cfg.MaxPoll); err != nil {
 		return req, err

@@ -7,8 +7,8 @@
 //	clk := brokertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 //	b := brokertest.New(t, brokertest.WithClock(clk)) // closed by t.Cleanup
 //	_ = b.Store().Append(&store.Message{Topic: "orders", Body: []byte("order 1")})
-//	res, _ := b.Pop().Pop(ctx, pop.Request{Group: "billing", Topic: "orders", ClientID: "test", Max: 1})
-//	clk.Advance(time.Minute) // an unacked message comes back, without a sleep
+//	res, _ := b.Pop().Pop(ctx, pop.Request{Group: "billing", Topic: "orders", ClientID: "test"})
+//	clk.Advance(pop.DefaultInvisible) // an unacked message comes back, without a sleep
 //
 // brokertest.New is brokercore.Open in a temporary directory with
 // store.SyncNone (nothing has to survive a power cut in a test, and it
@@ -17,10 +17,9 @@
 // appends wake long polls, acks commit offsets, the scheduler is started.
 // Under testing/synctest, leave the clock out: see package brokertest.
 //
-// A test that wants only some pieces composes them itself, as Example does
-// outside a test: the store, a pop service over it, and Store.Subscribe to
-// wake the service's long polls — in either order, with no pointer to set
-// later.
+// A test that wants only some pieces composes them itself, as Example does:
+// the store and a pop service over it (pop.New subscribes to the store's
+// arrivals itself, so long polls wake with nothing to wire).
 //
 // The package has no non-test code: it is documentation that compiles and
 // runs with `go test ./examples/embedtest`.

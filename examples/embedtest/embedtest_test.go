@@ -97,7 +97,7 @@ func TestDelayedMessageFollowsTheClock(t *testing.T) {
 	d, err := b.Scheduler().Delay(&store.Message{Topic: "reminders", Body: []byte("later")}, 2) // level 2: 5 s
 	require.NoError(t, err)
 	require.NoError(t, b.Store().Append(d))
-	req := pop.Request{Group: "g", Topic: "reminders", ClientID: "test", Max: 1, Invisible: time.Minute}
+	req := pop.Request{Group: "g", Topic: "reminders", ClientID: "test"} // zero Max and Invisible: the defaults
 
 	res, err := b.Pop().Pop(t.Context(), req)
 	require.NoError(t, err)

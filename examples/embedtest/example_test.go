@@ -12,8 +12,8 @@ import (
 
 // Example composes only the pieces it needs, the store and a pop service
 // over it, in a temporary directory the way a test would with t.TempDir().
-// Store.Subscribe wakes the service's long polls; it can be called before
-// or after pop.New, so no variable has to be set later.
+// pop.New subscribes to the store's arrivals itself, so its long polls wake
+// on every append with nothing to wire.
 func Example() {
 	dir, err := os.MkdirTemp("", "embedtest-*")
 	if err != nil {
@@ -28,8 +28,6 @@ func Example() {
 	defer st.Close()
 	svc := pop.New(st, pop.Options{})
 	defer svc.Close() // before the store: deferred calls run last-first
-	cancel := st.Subscribe(func(topic string, queueID int, _ int64) { svc.Arrived(topic, queueID) })
-	defer cancel()
 
 	for _, body := range []string{"created", "paid", "shipped"} {
 		if err := st.Append(&store.Message{Topic: "orders", Keys: []string{"order-1"}, Body: []byte(body)}); err != nil {
