@@ -9,11 +9,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/pop"
 )
 
 // rawCall sends body (nil: none) with method to path and returns the status,
@@ -272,4 +274,27 @@ func TestHandleKeySurvivesARestart(t *testing.T) {
 	tb = startBroker(t, dir, newFakeClock())
 	c, _ = tb.client(t)
 	assert.Equal(t, http.StatusConflict, statusOf(t, c.call(t.Context(), "POST", "/v1/ack", ackIn{Handle: res.Messages[0].Handle}, nil)))
+}
+
+// TestDeadLettersArePoppableOverHTTP: after pop.DefaultMaxAttempts
+// deliveries without an ack a message goes to topic %DLQ%<group>
+// (brokercore.Open's dead-letter wiring), which is popped like any topic.
+func TestDeadLettersArePoppableOverHTTP(t *testing.T) {
+	clock := newFakeClock()
+	tb := startBroker(t, t.TempDir(), clock)
+	c, _ := tb.client(t)
+	ctx := t.Context()
+	require.NoError(t, c.call(ctx, "POST", "/v1/messages", messageIn{Topic: "orders", Body: ptr("poison")}, nil))
+	for attempt := 1; attempt <= pop.DefaultMaxAttempts; attempt++ {
+		res := c.mustPop(t, popIn{Group: "billing", Topic: "orders", ClientID: "c", Invisible: "1s"})
+		require.Len(t, res.Messages, 1, "attempt %d", attempt)
+		assert.Equal(t, attempt, res.Messages[0].Attempts)
+		clock.Advance(2 * time.Second)
+	}
+	assert.Empty(t, c.mustPop(t, popIn{Group: "billing", Topic: "orders", ClientID: "c"}).Messages, "dead-lettered, not delivered again")
+	dlq := brokercore.DeadLetterTopic("billing")
+	require.Equal(t, "%DLQ%billing", dlq)
+	res := c.mustPop(t, popIn{Group: "ops", Topic: dlq, ClientID: "c", Poll: "5s"})
+	require.Len(t, res.Messages, 1)
+	assert.Equal(t, "poison", *res.Messages[0].Body)
 }
