@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -27,7 +29,7 @@ const (
 // ("30s", "1m").
 //
 //	{"group":"g","topic":"orders","clientId":"c1","max":8,"invisible":"30s",
-//	 "poll":"10s","fifo":true,"attemptId":"a-1"}
+//	 "poll":"10s","fifo":true,"attemptId":"a-1","filter":"paid || shipped"}
 type popIn struct {
 	Group     string `json:"group"`
 	Topic     string `json:"topic"`
@@ -38,6 +40,7 @@ type popIn struct {
 	Poll      string `json:"poll"`
 	FIFO      bool   `json:"fifo"`
 	AttemptID string `json:"attemptId"`
+	Filter    string `json:"filter"`
 }
 
 // messageOut is a stored message as the API shows it. body is set when the
@@ -158,7 +161,7 @@ func clampInvisible(d time.Duration) (time.Duration, bool) {
 }
 
 func (b *Broker) popRequest(in popIn) (pop.Request, error) {
-	req := pop.Request{Group: in.Group, Topic: in.Topic, ClientID: in.ClientID, FIFO: in.FIFO, AttemptID: in.AttemptID}
+	req := pop.Request{Group: in.Group, Topic: in.Topic, ClientID: in.ClientID, FIFO: in.FIFO, AttemptID: in.AttemptID, Filter: in.Filter}
 	if err := validName("group", in.Group); err != nil {
 		return req, err
 	}
@@ -200,7 +203,7 @@ func (b *Broker) popRequest(in popIn) (pop.Request, error) {
 	if err := validText("attemptId", in.AttemptID, maxAttemptIDLen); err != nil {
 		return req, err
 	}
-	return req, nil
+	return req, validText("filter", in.Filter, maxValueLen)
 }
 
 // handlePop: POST /v1/pop. A long poll ends when a message arrives, when
@@ -236,6 +239,8 @@ func (b *Broker) handlePop(w http.ResponseWriter, r *http.Request) (any, error) 
 			return nil, errClientGone
 		case b.pollCtx.Err() != nil:
 			return nil, errShuttingDown
+		case errors.Is(err, pop.ErrInvalid) && strings.Contains(err.Error(), "filter"):
+			return nil, b.fieldError("filter", err) // the filter's syntax is pop's to check
 		}
 		return nil, err
 	}
