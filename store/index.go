@@ -229,8 +229,7 @@ func (s *Store) queue(topic string, id int, create bool) (*queue, error) {
 	if q := s.queues[topic][id]; q != nil || !create {
 		return q, nil
 	}
-	name := base64.RawURLEncoding.EncodeToString([]byte(topic)) + "." + strconv.Itoa(id) + ".cq"
-	idx, err := openIndexFile(s.fs, filepath.Join(s.dir, "index", name), 0)
+	idx, err := openIndexFile(s.fs, filepath.Join(s.dir, "index", encodeQueueName(topic, id)), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -266,4 +265,10 @@ func (s *Store) flushDirty() error {
 	clear(s.dirty)
 	s.dirty = s.dirty[:0]
 	return nil
+}
+
+// encodeQueueName is the index file name of a queue: topics are data, never
+// file paths.
+func encodeQueueName(topic string, id int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(topic)) + "." + strconv.Itoa(id) + ".cq"
 }
