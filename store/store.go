@@ -228,10 +228,11 @@ func (s *Store) open() error {
 	s.tailSize, s.tailStart = tail.size, tail.start
 	s.retained = max(s.retained, segs[0].start)
 	// wal may just have created the directory and the first segment.
-	for _, d := range []string{s.walDir, s.dir} {
-		if err := syncDir(d); err != nil {
-			return err
-		}
+	if err := syncDir(s.walDir); err != nil {
+		return err
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return err
 	}
 	s.logMin = int64(segs[0].start) - 1
 	if err := s.syncFile(tail.f); err != nil {
