@@ -140,7 +140,7 @@ func TestDamagedIndexEntryMetAtReadIsRepairedFromTheLogAndCounted(t *testing.T) 
 	b, err := os.ReadFile(q0)
 	require.NoError(t, err)
 	clear(b[20*entrySize : 40*entrySize]) // zeroed entries 20..39
-	b[100*entrySize+5] ^= 0x08           // a flipped bit in entry 100
+	b[100*entrySize+5] ^= 0x08            // a flipped bit in entry 100
 	require.NoError(t, os.WriteFile(q0, b, 0o640))
 	lidx := filepath.Join(fx.dir, "index", logIndexName)
 	b, err = os.ReadFile(lidx)
