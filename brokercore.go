@@ -117,10 +117,7 @@ func (b *Broker) open(dir string, opts Options) error {
 	}
 	svc := pop.New(st, po)
 	b.pop = svc
-	b.add("pop", svc.Close)
-	// pop.New does not subscribe to its Source yet: wire arrivals here.
-	cancel := st.Subscribe(func(topic string, queueID int, _ int64) { svc.Arrived(topic, queueID) })
-	b.add("arrivals", func() error { cancel(); return nil })
+	b.add("pop", svc.Close) // pop.New subscribed itself to the store's arrivals; Close cancels it
 
 	if err := os.MkdirAll(filepath.Dir(opts.Schedule.ProgressPath), 0o755); err != nil {
 		return fmt.Errorf("brokercore: scheduler: %w", err)
@@ -209,8 +206,9 @@ func (b *Broker) Consumers() *consumer.Registry { return b.consumers }
 
 // Close stops everything in the reverse order of Open and returns after
 // every goroutine has exited: housekeeping, then the scheduler (its
-// in-flight deliveries finish and their progress is recorded), the arrival
-// subscription, the pop service (long polls answer pop.ErrClosed), the
+// in-flight deliveries finish and their progress is recorded), the pop
+// service (it cancels its arrival subscription; long polls answer
+// pop.ErrClosed), the
 // offset manager (written a last time) and the store. Afterwards every
 // piece answers its own ErrClosed. Close is idempotent; later calls return
 // the first call's result, which joins the errors of every piece that
