@@ -11,11 +11,6 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 )
 
-// DefaultChannelExpiry is how long a (group, channel) registration lives
-// without a registration of that group on that channel before Scan expires
-// it (RocketMQ's channelExpiredTimeout).
-const DefaultChannelExpiry = 120 * time.Second
-
 // Client is one consumer connection as seen by a group. ChannelID names the
 // connection and is the key within a group; ClientID names the consumer
 // process. LastSeen is set by the registry (the input value is ignored): it
@@ -34,36 +29,23 @@ type Subscription struct {
 	Version           int64
 }
 
-// Options configures a Registry. The zero value is a working default.
-type Options struct {
-	// ChannelExpiry is how long a registration may stay silent before Scan
-	// removes it. Zero or negative means DefaultChannelExpiry.
-	ChannelExpiry time.Duration
-	// Now is the clock read by every liveness decision; nil means time.Now.
-	Now func() time.Time
-	// Logger receives rejected requests, expiries, channel closes and
-	// channel takeovers with their keys; nil discards.
-	Logger *slog.Logger
-	// OnEvent, if set, is called for every event: synchronously, one at a
-	// time, in the order the changes happened, never while a registry lock
-	// is held (it may call back into the Registry).
-	OnEvent func(Event)
-}
-
 // Stats is a snapshot of the registry's sizes and counters.
 type Stats struct {
-	Groups, Clients, Channels, Topics int // current table sizes
+	Groups   uint64 `json:"groups"`   // groups with at least one client
+	Clients  uint64 `json:"clients"`  // (group, channel) registrations
+	Channels uint64 `json:"channels"` // channels with at least one registration
+	Topics   uint64 `json:"topics"`   // topics some group subscribes to
 
-	Heartbeats      int64  // registrations of a known, unchanged client served without the lock
-	Registrations   uint64 // registrations that took the locked path
-	ClientsAdded    uint64 // (group, channel) registrations created
-	ClientsRemoved  uint64 // (group, channel) registrations removed, for any reason
-	Unregistrations uint64 // clients removed by Unregister
-	ChannelCloses   uint64 // ChannelClosed calls that removed something
-	Expired         uint64 // registrations removed by Scan
-	GroupsRemoved   uint64 // groups removed because their last client left
-	Rejected        uint64 // calls refused with ErrInvalid
-	Events          uint64 // events handed to OnEvent (0 without a handler)
+	Heartbeats      uint64 `json:"heartbeats"`      // registrations of a known, unchanged client served without the lock
+	Registrations   uint64 `json:"registrations"`   // registrations that took the locked path
+	ClientsAdded    uint64 `json:"clients_added"`   // (group, channel) registrations created
+	ClientsRemoved  uint64 `json:"clients_removed"` // (group, channel) registrations removed, for any reason
+	Unregistrations uint64 `json:"unregistrations"` // clients removed by Unregister
+	ChannelCloses   uint64 `json:"channel_closes"`  // ChannelClosed calls that removed something
+	Expired         uint64 `json:"expired"`         // registrations removed by Scan
+	GroupsRemoved   uint64 `json:"groups_removed"`  // groups removed because their last client left
+	Rejected        uint64 `json:"rejected"`        // calls refused with ErrInvalid
+	Events          uint64 `json:"events"`          // events handed to OnEvent (0 without a handler)
 }
 
 // Registry is the consumer registry: for each group its clients (keyed by
@@ -86,7 +68,8 @@ type Registry struct {
 
 // New returns an empty registry.
 func New(opts Options) *Registry {
-	r := &Registry{
+	opts = opts.withDefaults()
+	return &Registry{
 		expiry:     opts.ChannelExpiry,
 		now:        opts.Now,
 		log:        opts.Logger,
@@ -94,16 +77,6 @@ func New(opts Options) *Registry {
 		heartbeats: xsync.NewCounter(),
 		t:          newTables(),
 	}
-	if r.expiry <= 0 {
-		r.expiry = DefaultChannelExpiry
-	}
-	if r.now == nil {
-		r.now = time.Now
-	}
-	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
-	}
-	return r
 }
 
 // Register records that client c of group registered with the group's full
@@ -358,12 +331,12 @@ func (r *Registry) Groups() []string {
 func (r *Registry) Stats() Stats {
 	r.mu.RLock()
 	s := r.st
-	s.Groups = len(r.t.groups)
-	s.Clients = r.t.nClients
-	s.Channels = len(r.t.channels)
-	s.Topics = len(r.t.topics)
+	s.Groups = uint64(len(r.t.groups))
+	s.Clients = uint64(r.t.nClients)
+	s.Channels = uint64(len(r.t.channels))
+	s.Topics = uint64(len(r.t.topics))
 	r.mu.RUnlock()
-	s.Heartbeats = r.heartbeats.Value()
+	s.Heartbeats = uint64(r.heartbeats.Value())
 	s.Rejected = r.rejected.Load()
 	return s
 }
@@ -410,7 +383,8 @@ func (r *Registry) check(op, group string, c *Client, subs []Subscription) error
 		return nil
 	}
 	r.rejected.Add(1)
-	r.log.Warn("consumer: rejected "+op, "group", group, "channel", c.ChannelID, "client", c.ClientID, "reason", why)
+	// The caller gets the error: DEBUG.
+	r.log.Debug("consumer: rejected "+op, "group", group, "channel", c.ChannelID, "client", c.ClientID, "reason", why)
 	return fmt.Errorf("consumer: %s group %q channel %q client %q: %s: %w", op, group, c.ChannelID, c.ClientID, why, ErrInvalid)
 }
 

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"testing"
@@ -15,7 +16,8 @@ func cl(ch, id string) Client { return Client{ChannelID: ch, ClientID: id, Langu
 
 func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	var logs bytes.Buffer
-	r := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	// Rejections are answered to the caller, so they are logged at DEBUG.
+	r := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	_, err := r.Register("g", cl("ch", "a"), []Subscription{{Topic: "t", Version: 1}})
 	require.NoError(t, err)
 	before := r.Stats()
@@ -260,4 +262,19 @@ func TestErrorsWrapErrInvalidWithKeys(t *testing.T) {
 	require.True(t, errors.Is(err, ErrInvalid))
 	assert.Contains(t, err.Error(), `group "g"`)
 	assert.Contains(t, err.Error(), "empty channel id")
+}
+
+func TestStatsEncodeWithSnakeCaseKeys(t *testing.T) {
+	r := New(Options{})
+	_, err := r.RegisterWithoutSub("g", cl("ch", "a"))
+	require.NoError(t, err)
+	b, err := json.Marshal(r.Stats())
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(b, &got))
+	assert.Equal(t, float64(1), got["clients_added"])
+	assert.Equal(t, float64(1), got["groups"])
+	for k := range got {
+		assert.Regexp(t, `^[a-z_]+$`, k)
+	}
 }
