@@ -208,11 +208,13 @@ func (b *Broker) Consumers() *consumer.Registry { return b.consumers }
 // every goroutine has exited: housekeeping, then the scheduler (its
 // in-flight deliveries finish and their progress is recorded), the pop
 // service (it cancels its arrival subscription; long polls answer
-// pop.ErrClosed), the
-// offset manager (written a last time) and the store. Afterwards every
-// piece answers its own ErrClosed. Close is idempotent; later calls return
-// the first call's result, which joins the errors of every piece that
-// failed to close.
+// pop.ErrClosed), the offset manager (written a last time) and the store.
+// Afterwards the store, the pop service and the offset manager answer their
+// ErrClosed; the scheduler stays stopped (do not Start it again), and the
+// lock table and consumer registry, which own no goroutine or file, keep
+// answering from memory. Close is idempotent; later calls return the first
+// call's result, which joins the errors of every piece that failed to
+// close.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.stop)
