@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/lock"
 	"github.com/brokercore/brokercore/offset"
@@ -268,6 +269,11 @@ func TestCloseIsIdempotentAndEveryPieceAnswersErrClosed(t *testing.T) {
 	_, err = b.Pop().Pop(context.Background(), pop.Request{Group: group, ClientID: "c1", Topic: topic, Max: 1})
 	assert.ErrorIs(t, err, pop.ErrClosed)
 	assert.ErrorIs(t, b.Offsets().Commit(group, topic, 0, 1), offset.ErrClosed)
+	_, err = b.Consumers().RegisterWithoutSub(group, consumerClient())
+	assert.ErrorIs(t, err, consumer.ErrClosed)
+	_, ok := b.Locks().TryLock(group, lock.Queue{Topic: topic}, "c1")
+	assert.False(t, ok, "the lock table refuses after Close")
+	assert.False(t, b.Scheduler().Stats().Running)
 }
 
 func TestCloseEndsLongPollsAndWaitsForThem(t *testing.T) {

@@ -61,9 +61,12 @@ type Registry struct {
 	heartbeats *xsync.Counter // striped: the heartbeat path must not share a cache line
 	rejected   atomic.Uint64
 
-	mu sync.RWMutex // guards t (except the lock-free reads of t.index) and st
-	t  tables
-	st Stats
+	mu     sync.RWMutex // guards t (except the lock-free reads of t.index), st and closed
+	t      tables
+	st     Stats
+	closed bool
+	// isClosed mirrors closed for the lock-free heartbeat path.
+	isClosed atomic.Bool
 }
 
 // New returns an empty registry.
@@ -87,8 +90,8 @@ func (r *Registry) Register(group string, c Client, subs []Subscription) (change
 	if err := r.check("register", group, &c, subs); err != nil {
 		return false, err
 	}
-	out := r.mutate(change{group: group, put: newEntry(c, r.now().UnixNano()), setSubs: true, subs: subs})
-	return out.clientsChanged || out.topicsChanged, nil
+	out, err := r.mutate("register", change{group: group, put: newEntry(c, r.now().UnixNano()), setSubs: true, subs: subs})
+	return out.clientsChanged || out.topicsChanged, err
 }
 
 // RegisterWithoutSub records a heartbeat of client c of group that carries no
@@ -101,13 +104,16 @@ func (r *Registry) RegisterWithoutSub(group string, c Client) (changed bool, err
 	if err := r.check("register without subscriptions", group, &c, nil); err != nil {
 		return false, err
 	}
+	if r.isClosed.Load() {
+		return false, r.errClosed("register without subscriptions")
+	}
 	now := r.now().UnixNano()
 	if e, ok := r.t.index.Load(hbKey{group, c.ChannelID}); ok && e.sameAs(&c) && e.refresh(now) {
 		r.heartbeats.Inc()
 		return false, nil
 	}
-	out := r.mutate(change{group: group, put: newEntry(c, now)})
-	return out.clientsChanged, nil
+	out, err := r.mutate("register without subscriptions", change{group: group, put: newEntry(c, now)})
+	return out.clientsChanged, err
 }
 
 // refresh moves lastSeen forward to now unless the entry has been removed.
@@ -131,17 +137,25 @@ func (r *Registry) Unregister(group string, c Client) error {
 	if err := r.check("unregister", group, &c, nil); err != nil {
 		return err
 	}
-	out := r.mutate(change{group: group, drop: c.ChannelID, dropID: c.ClientID})
+	out, err := r.mutate("unregister", change{group: group, drop: c.ChannelID, dropID: c.ClientID})
+	if err != nil {
+		return err
+	}
 	if out.removed == 0 {
 		r.log.Debug("consumer: unregister of unknown client", "group", group, "channel", c.ChannelID, "client", c.ClientID)
 	}
 	return nil
 }
 
-// mutate applies one change under the lock and delivers its events after.
-func (r *Registry) mutate(c change) outcome {
+// mutate applies one change under the lock and delivers its events after;
+// after Close it changes nothing and answers ErrClosed.
+func (r *Registry) mutate(op string, c change) (outcome, error) {
 	var evs []Event
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return outcome{}, r.errClosed(op)
+	}
 	out := r.t.apply(c, r.eventSink(&evs), r.log)
 	if c.put != nil {
 		r.st.Registrations++
@@ -157,7 +171,25 @@ func (r *Registry) mutate(c change) outcome {
 		r.log.Debug("consumer: client set changed", "group", c.group, "channel", c.put.channelOr(c.drop),
 			"added", out.added, "removed", out.removed, "group_removed", out.groupRemoved)
 	}
-	return out
+	return out, nil
+}
+
+func (r *Registry) errClosed(op string) error {
+	r.log.Debug("consumer: rejected " + op + " on closed registry")
+	return fmt.Errorf("consumer: %s: %w", op, ErrClosed)
+}
+
+// Close makes every later Register, RegisterWithoutSub and Unregister
+// answer ErrClosed, and ChannelClosed and Scan change nothing; reads keep
+// answering from memory. No event is delivered after Close returns (except
+// those of calls that were already delivering). It is idempotent and
+// returns nil; the Registry owns no goroutine or file.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.isClosed.Store(true)
+	r.mu.Unlock()
+	return nil
 }
 
 // channelOr returns the entry's channel, or ch for a nil entry.
@@ -178,6 +210,10 @@ func (r *Registry) ChannelClosed(channelID string) (groups []string) {
 	}
 	var evs []Event
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
 	groups = sortedKeys(r.t.channels[channelID])
 	for _, g := range groups {
 		r.count(r.t.apply(change{group: g, drop: channelID}, r.eventSink(&evs), r.log))
@@ -208,6 +244,10 @@ func (r *Registry) Scan() int {
 	var victims []victim
 	var evs []Event
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return 0
+	}
 	for name, g := range r.t.groups {
 		for ch, e := range g.clients {
 			for {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,4 +278,29 @@ func TestStatsEncodeWithSnakeCaseKeys(t *testing.T) {
 	for k := range got {
 		assert.Regexp(t, `^[a-z_]+$`, k)
 	}
+}
+
+func TestCloseRefusesChangesWithErrClosedAndKeepsReads(t *testing.T) {
+	var events atomic.Int64
+	r := New(Options{OnEvent: func(Event) { events.Add(1) }})
+	_, err := r.Register("g", cl("ch", "a"), []Subscription{{Topic: "t", Version: 1}})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	require.NoError(t, r.Close(), "idempotent")
+	before, seen := r.Stats(), events.Load()
+
+	_, err = r.Register("g", cl("ch2", "b"), nil)
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = r.RegisterWithoutSub("g", cl("ch2", "b"))
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = r.RegisterWithoutSub("g", cl("ch", "a")) // the lock-free heartbeat path too
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, r.Unregister("g", cl("ch", "a")), ErrClosed)
+	assert.Nil(t, r.ChannelClosed("ch"))
+	assert.Zero(t, r.Scan())
+
+	assert.Len(t, r.Clients("g"), 1, "reads answer from memory")
+	assert.Equal(t, []string{"g"}, r.GroupsOf("ch"))
+	assert.Equal(t, before, r.Stats())
+	assert.Equal(t, seen, events.Load(), "no event after Close")
 }

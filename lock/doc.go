@@ -63,7 +63,8 @@
 // Slices returned by TryLockBatch, Hold, TryHold and Held are new and owned
 // by the caller; slices passed in are not retained. OnEvent and OnLost run
 // synchronously (OnEvent outside the table's locks) and must be quick;
-// OnLost must not call Close. Leases are in memory only: a restarted table
+// OnLost must not call Close. Table.Close refuses every later lock and
+// unlock (brokercore.Broker.Close calls it). Leases are in memory only: a restarted table
 // starts empty and, unless Options.TokenBase is set above the last token
 // issued, counts tokens from 1 again. A lease is only as good as the clocks: a
 // holder must stop processing once it cannot renew within MaxLiveTime.

@@ -79,8 +79,9 @@ type Table struct {
 	// seq issues fencing tokens. It is table-wide and only grows, so a
 	// token is never reused for a key even after Unlock or Sweep removed
 	// the key's entry.
-	seq atomic.Uint64
-	st  counters
+	seq    atomic.Uint64
+	st     counters
+	closed atomic.Bool
 }
 
 // New returns an empty Table configured by opts.
@@ -141,6 +142,9 @@ func (t *Table) TryLock(group string, q Queue, clientID string) (Lease, bool) {
 }
 
 func (t *Table) tryLock(k key, clientID string) (Lease, bool) {
+	if t.refuseClosed("TryLock", k, clientID) {
+		return Lease{}, false
+	}
 	// Every decision, a refusal too, is made in the key's critical step
 	// with the clock read there. A lock-free refusal (read the lease, then
 	// the clock) could answer from the state before a concurrent
@@ -267,6 +271,9 @@ func (t *Table) UnlockLease(group string, q Queue, l Lease) bool {
 // token is 0), deciding in the key's critical step with the clock read
 // there.
 func (t *Table) unlock(k key, clientID string, token uint64) bool {
+	if t.refuseClosed("Unlock", k, clientID) {
+		return false
+	}
 	var (
 		freed, cur Lease
 		found      bool
@@ -367,6 +374,9 @@ func (t *Table) Holder(group string, q Queue) (Lease, bool) {
 // leases are already free for TryLock; Sweep only reclaims memory and
 // reports the expiries. Tokens stay unique across Sweep.
 func (t *Table) Sweep() int {
+	if t.closed.Load() {
+		return 0
+	}
 	n := 0
 	t.leases.Range(func(k key, l Lease) bool {
 		if live(l, t.now()) { // read after the lease: it was live when read
@@ -393,6 +403,26 @@ func (t *Table) Sweep() int {
 		return true
 	})
 	return n
+}
+
+// Close ends the table: every later TryLock, TryLockBatch, Unlock,
+// UnlockLease, UnlockBatch and UnlockAll is refused (false, nothing held,
+// 0) and Sweep drops nothing, while Holder and Stats keep answering from
+// memory. A Keeper on a closed table loses its queues at its next renewal.
+// Calls running concurrently with Close may still land. It is idempotent
+// and returns nil; the Table owns no goroutine or file.
+func (t *Table) Close() error {
+	t.closed.Store(true)
+	return nil
+}
+
+func (t *Table) refuseClosed(op string, k key, clientID string) bool {
+	if !t.closed.Load() {
+		return false
+	}
+	t.log.Debug("lock: rejected "+op+" on closed table", "group", k.group, "topic", k.q.Topic,
+		"broker", k.q.Broker, "queue", k.q.QueueID, "client", clientID)
+	return true
 }
 
 // Stats returns a snapshot of the table's counters.

@@ -341,3 +341,25 @@ func TestStatsEncodeWithSnakeCaseKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"entries":1,"locked":1,"renewed":0,"taken_over":0,"refused":0,"unlocked":0,"expired":0,"invalid":0}`, string(b))
 }
+
+func TestCloseRefusesEveryChangeAndKeepsReads(t *testing.T) {
+	c := newFakeClock()
+	tb := New(Options{Now: c.Now})
+	l, ok := tb.TryLock("g", q(0), "a")
+	require.True(t, ok)
+	require.NoError(t, tb.Close())
+	require.NoError(t, tb.Close(), "idempotent")
+
+	_, ok = tb.TryLock("g", q(1), "a")
+	assert.False(t, ok)
+	_, ok = tb.TryLock("g", q(0), "a")
+	assert.False(t, ok, "not even a renewal")
+	assert.Empty(t, tb.TryLockBatch("g", []Queue{q(2)}, "a"))
+	assert.False(t, tb.Unlock("g", q(0), "a"))
+	assert.False(t, tb.UnlockLease("g", q(0), l))
+	assert.Zero(t, tb.UnlockAll("a"))
+	c.Advance(DefaultMaxLiveTime)
+	assert.Zero(t, tb.Sweep())
+	assert.Equal(t, uint64(1), tb.Stats().Entries)
+	assert.Equal(t, uint64(1), tb.Stats().Locked)
+}
