@@ -12,12 +12,12 @@ import (
 // Stats is a snapshot of every piece's counters, for hosts to export as
 // metrics (each piece's own Stats, under its package's name).
 type Stats struct {
-	Store    store.Stats    `json:"store"`
-	Pop      pop.Stats      `json:"pop"`
-	Offset   offset.Stats   `json:"offset"`
-	Schedule schedule.Stats `json:"schedule"`
-	Lock     lock.Stats     `json:"lock"`
-	Consumer consumer.Stats `json:"consumer"`
+	Store    store.Stats    `json:"store"`    // Broker.Store().Stats()
+	Pop      pop.Stats      `json:"pop"`      // Broker.Pop().Stats()
+	Offset   offset.Stats   `json:"offset"`   // Broker.Offsets().Stats()
+	Schedule schedule.Stats `json:"schedule"` // Broker.Scheduler().Stats()
+	Lock     lock.Stats     `json:"lock"`     // Broker.Locks().Stats()
+	Consumer consumer.Stats `json:"consumer"` // Broker.Consumers().Stats()
 }
 
 // Stats returns a snapshot of every piece's counters. Each is taken on its
