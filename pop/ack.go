@@ -68,18 +68,27 @@ func (s *Service) Ack(handleStr string) error {
 		return nil
 	}
 	gt.mu.Unlock()
-	return s.commitAck(gt, qs, e, h, inBatch)
+	return s.commitAck(gt, qs, h, inBatch)
+}
+
+// acking finds again the detached entry of an ack in progress (a pop may
+// have moved the slab meanwhile); gt.mu must be held.
+func acking(qs *queueState, h handle) *entry {
+	if e := qs.get(h.offset); e != nil && e.gen == h.gen && e.where == detached {
+		return e
+	}
+	return nil
 }
 
 // commitAck commits the low-water mark an ack moved, then settles the
 // entry, or puts it back if the commit failed.
-func (s *Service) commitAck(gt *groupTopic, qs *queueState, e *entry, h handle, inBatch bool) error {
+func (s *Service) commitAck(gt *groupTopic, qs *queueState, h handle, inBatch bool) error {
 	gt.commitMu.Lock()
 	defer gt.commitMu.Unlock()
 	gt.mu.Lock()
 	low, current := qs.low(), gt.core.queues[qs.queue] == qs
 	if !current || (!qs.mustSave && low <= qs.committed) {
-		if current {
+		if e := acking(qs, h); current && e != nil {
 			s.settleAckLocked(gt, qs, e, inBatch)
 		}
 		gt.mu.Unlock()
@@ -94,11 +103,13 @@ func (s *Service) commitAck(gt *groupTopic, qs *queueState, e *entry, h handle, 
 	if err == nil {
 		s.st.commits.Add(1)
 		qs.committed, qs.mustSave = max(qs.committed, low), false
-		s.settleAckLocked(gt, qs, e, inBatch)
+		if e := acking(qs, h); e != nil {
+			s.settleAckLocked(gt, qs, e, inBatch)
+		}
 		gt.mu.Unlock()
 		return nil
 	}
-	if qs.live[e.off] == e && e.where == detached {
+	if e := acking(qs, h); e != nil {
 		qs.hide(e) // the ack is not applied: the handle stays live
 	}
 	gt.mu.Unlock()

@@ -232,9 +232,13 @@ func (c *core) planDeadLetters(now int64, req popReq, v view, queues []int) *pop
 			continue
 		}
 		qp := queuePlan{qs: qs}
-		due := slices.Clone(qs.dlDue)
-		slices.SortFunc(due, func(a, b *entry) int { return cmpInt(a.off, b.off) })
-		for _, e := range due {
+		due := make([]int64, 0, len(qs.dlDue))
+		for _, i := range qs.dlDue {
+			due = append(due, qs.slab[i].off)
+		}
+		slices.Sort(due)
+		for _, off := range due {
+			e := qs.get(off)
 			qs.park(e, now+c.cfg.dlRetry)
 			qp.again = append(qp.again, e.off)
 			qp.gens = append(qp.gens, e.gen)
@@ -257,7 +261,7 @@ func (c *core) settleDeadLetters(p *popPlan, ok [][]bool) {
 			continue
 		}
 		for j, off := range qp.again {
-			e := qp.qs.live[off]
+			e := qp.qs.get(off)
 			if !ok[i][j] || e == nil || e.gen != qp.gens[j] || e.where == detached {
 				continue
 			}
@@ -283,7 +287,7 @@ func (c *core) settleGone(p *popPlan) int {
 			if j >= len(qp.read) || !qp.read[j] || qp.got[j] != nil {
 				continue
 			}
-			if e := qp.qs.live[off]; e != nil && e.where != detached && (qp.gens == nil || e.gen == qp.gens[j]) {
+			if e := qp.qs.get(off); e != nil && e.where != detached && (qp.gens == nil || e.gen == qp.gens[j]) {
 				c.log.Warn("pop: in-flight message gone from the log before it was acked, settled", "group", c.group, "topic", c.topic,
 					"queue", qp.qs.queue, "offset", off, "attempts", e.attempts)
 				qp.qs.settle(e)
@@ -351,7 +355,7 @@ func (q *queueState) reviveApply(now int64, inv time.Duration, max int, qp *queu
 		if len(out)-start >= max {
 			break
 		}
-		e := q.live[off]
+		e := q.get(off)
 		if e == nil || e.where != inVisible || e.visibleAt > now {
 			continue
 		}
@@ -397,7 +401,7 @@ func (c *core) resolve(h handle, epoch uint64) (*queueState, *entry, error) {
 		return nil, nil, fmt.Errorf("handle of %s@%s queue %d offset %d: popped before an offset reset (epoch %d, now %d): %w",
 			h.group, h.topic, h.queue, h.offset, qs.epoch, epoch, ErrStaleHandle)
 	}
-	e := qs.live[h.offset]
+	e := qs.get(h.offset)
 	if e == nil || e.gen != h.gen || e.where == detached {
 		return nil, nil, fmt.Errorf("handle of %s@%s queue %d offset %d: delivery superseded or acked: %w", h.group, h.topic, h.queue, h.offset, ErrStaleHandle)
 	}

@@ -30,7 +30,7 @@ func (q *queueState) fifoMembers() []int64 {
 	}
 	m := q.batch.members[:0]
 	for _, off := range q.batch.members {
-		if e := q.live[off]; e != nil && e.batch == q.batch.id && e.where != detached {
+		if e := q.get(off); e != nil && e.batch == q.batch.id && e.where != detached {
 			m = append(m, off)
 		}
 	}
@@ -55,7 +55,7 @@ func (q *queueState) fifoDecide(now int64, attempt string, max int, buf []int64)
 			return fifoRepop, append(buf, members[:min(max, len(members))]...)
 		}
 		for _, off := range members {
-			if q.live[off].visibleAt > now {
+			if q.get(off).visibleAt > now {
 				return fifoBlocked, buf
 			}
 		}
@@ -84,7 +84,9 @@ func (q *queueState) fifoApply(now int64, attempt string, inv time.Duration, max
 		if count {
 			q.batch.attempt = attempt
 			for _, off := range q.batch.members[len(offs):] { // beyond max: no longer members
-				q.live[off].batch = 0
+				if e := q.get(off); e != nil {
+					e.batch = 0
+				}
 			}
 			q.batch.members = q.batch.members[:len(offs)]
 		}
@@ -94,11 +96,11 @@ func (q *queueState) fifoApply(now int64, attempt string, inv time.Duration, max
 				break // not read: deliver the prefix, keep the order
 			}
 			if m == nil { // gone from the log (retention)
-				q.settle(q.live[off])
+				q.settle(q.get(off))
 				skipped++
 				continue
 			}
-			out = q.deliver(q.live[off], now, inv, count, m, out)
+			out = q.deliver(q.get(off), now, inv, count, m, out)
 		}
 		return out, false, skipped
 	}
@@ -112,7 +114,7 @@ func (q *queueState) fifoApply(now int64, attempt string, inv time.Duration, max
 			complete = false
 			break
 		}
-		e := q.live[off]
+		e := q.get(off)
 		if m == nil || !f.match(m.Tags) { // gone from the log, or the filter changed
 			q.settle(e)
 			skipped++

@@ -1,7 +1,6 @@
 package pop
 
 import (
-	"container/heap"
 	"math"
 	"slices"
 	"time"
@@ -32,38 +31,18 @@ const (
 	detached               // an ack's commit is in flight
 )
 
-// entry is one popped offset that is not settled.
+// entry is one popped offset that is not settled. It holds no pointer,
+// and neither do the collections of entries (a slab, a map to slab slots,
+// slot heaps), so the garbage collector never scans the in-flight table.
 type entry struct {
 	off       int64
 	visibleAt int64  // unix nanos: invisible (in flight or parked) until then
 	batch     uint64 // FIFO batch id it belongs to; 0 = none
 	attempts  int32  // deliveries so far
 	gen       uint32 // bumped on every delivery, change and park: old handles go stale
+	slot      int32  // its index in queueState.slab
 	hidx      int32  // index in hidden while where == inHidden
 	where     uint8
-}
-
-// entryHeap orders hidden entries by visible time.
-type entryHeap []*entry
-
-func (h entryHeap) Len() int           { return len(h) }
-func (h entryHeap) Less(i, j int) bool { return h[i].visibleAt < h[j].visibleAt }
-func (h entryHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].hidx, h[j].hidx = int32(i), int32(j)
-}
-func (h *entryHeap) Push(x any) {
-	e := x.(*entry)
-	e.hidx = int32(len(*h))
-	*h = append(*h, e)
-}
-func (h *entryHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	e.hidx = -1
-	return e
 }
 
 // fifoBatch is the FIFO in-flight batch of a queue: members are the
@@ -76,6 +55,10 @@ type fifoBatch struct {
 
 // queueState is the in-memory pop state of one (group, topic, queue) built
 // under one offset epoch. Offsets below next without an entry are settled.
+//
+// A *entry is only valid until the next add (the slab may move) and names
+// another entry once its own is settled: callers holding one across an
+// unlock look the offset up again.
 type queueState struct {
 	queue     int
 	inc       uint64 // incarnation: handles of an older state are stale
@@ -83,12 +66,14 @@ type queueState struct {
 	next      int64  // the next offset to read for a first delivery
 	committed int64  // last offset committed (or the start offset)
 	mustSave  bool   // the start offset must be committed (InitialOffset Latest)
-	live      map[int64]*entry
-	order     []int64 // offsets with an entry, increasing; settled ones dropped lazily
-	head      int     // order[:head] is dropped
-	hidden    entryHeap
-	visible   []*entry // by offset
-	dlDue     []*entry
+	slab      []entry
+	free      []int32         // unused slab slots
+	live      map[int64]int32 // offset → slab slot
+	order     []int64         // offsets with an entry, increasing; settled ones dropped lazily
+	head      int             // order[:head] is dropped
+	hidden    []int32         // slots of invisible entries: a min-heap on visibleAt
+	visible   []int32         // slots of revivable entries, by offset
+	dlDue     []int32         // slots of entries due for DeadLetter
 	batch     fifoBatch
 	fifoUsed  bool // a FIFO batch was formed: acks may unblock waiters
 }
@@ -104,17 +89,25 @@ type pick struct {
 }
 
 func newQueueState(queue int, inc, epoch uint64, start int64) *queueState {
-	return &queueState{queue: queue, inc: inc, epoch: epoch, next: start, committed: start, live: make(map[int64]*entry)}
+	return &queueState{queue: queue, inc: inc, epoch: epoch, next: start, committed: start, live: make(map[int64]int32)}
 }
 
 func (q *queueState) pending() int { return len(q.live) }
+
+// get returns the entry of off, or nil.
+func (q *queueState) get(off int64) *entry {
+	if i, ok := q.live[off]; ok {
+		return &q.slab[i]
+	}
+	return nil
+}
 
 // low is the lowest offset that is not settled: the offset that may be
 // committed. It never passes an unacked message; an entry whose ack is
 // committing counts as settled.
 func (q *queueState) low() int64 {
 	for q.head < len(q.order) {
-		e := q.live[q.order[q.head]]
+		e := q.get(q.order[q.head])
 		if e != nil {
 			if e.where != detached {
 				return e.off
@@ -123,39 +116,59 @@ func (q *queueState) low() int64 {
 		}
 		q.head++
 	}
-	if q.head > 64 && q.head*2 > len(q.order) {
-		q.order = append(q.order[:0], q.order[q.head:]...)
-		q.head = 0
-	}
 	for _, off := range q.order[q.head:] {
-		if e := q.live[off]; e != nil && e.where != detached {
+		if e := q.get(off); e != nil && e.where != detached {
 			return off
 		}
 	}
 	return q.next
 }
 
+// compact drops settled offsets from order once they are most of it, so a
+// never-acked head message does not make order grow with every pop.
+func (q *queueState) compact() {
+	if n := len(q.order) - q.head; n < 64 || n < 2*len(q.live) {
+		return
+	}
+	o := q.order[:0]
+	for _, off := range q.order[q.head:] {
+		if _, ok := q.live[off]; ok {
+			o = append(o, off)
+		}
+	}
+	clear(q.order[len(o):])
+	q.order, q.head = o, 0
+}
+
 // add records the first delivery of off (at next).
 func (q *queueState) add(off int64, batch uint64) *entry {
-	e := &entry{off: off, batch: batch, hidx: -1, where: detached}
-	q.live[off] = e
+	var i int32
+	if n := len(q.free); n > 0 {
+		i, q.free = q.free[n-1], q.free[:n-1]
+	} else {
+		i = int32(len(q.slab))
+		q.slab = append(q.slab, entry{})
+	}
+	q.slab[i] = entry{off: off, batch: batch, slot: i, hidx: -1, where: detached}
+	q.live[off] = i
+	q.compact()
 	q.order = append(q.order, off)
 	q.next = off + 1
-	return e
+	return &q.slab[i]
 }
 
 // detach takes e out of whichever collection holds it.
 func (q *queueState) detach(e *entry) {
 	switch e.where {
 	case inHidden:
-		heap.Remove(&q.hidden, int(e.hidx))
+		q.heapRemove(int(e.hidx))
 	case inVisible:
-		i, ok := slices.BinarySearchFunc(q.visible, e.off, func(x *entry, off int64) int { return cmpInt(x.off, off) })
+		i, ok := slices.BinarySearchFunc(q.visible, e.off, func(x int32, off int64) int { return cmpInt(q.slab[x].off, off) })
 		if ok {
 			q.visible = slices.Delete(q.visible, i, i+1)
 		}
 	case inDLDue:
-		if i := slices.Index(q.dlDue, e); i >= 0 {
+		if i := slices.Index(q.dlDue, e.slot); i >= 0 {
 			q.dlDue = slices.Delete(q.dlDue, i, i+1)
 		}
 	}
@@ -165,13 +178,20 @@ func (q *queueState) detach(e *entry) {
 // hide puts a detached e into the heap of invisible entries.
 func (q *queueState) hide(e *entry) {
 	e.where = inHidden
-	heap.Push(&q.hidden, e)
+	e.hidx = int32(len(q.hidden))
+	q.hidden = append(q.hidden, e.slot)
+	q.heapUp(int(e.hidx))
 }
 
 // settle removes e: acked, dead-lettered, filtered out or gone from the log.
 func (q *queueState) settle(e *entry) {
 	q.detach(e)
 	delete(q.live, e.off)
+	q.free = append(q.free, e.slot)
+	*e = entry{}
+	if len(q.live) == 0 && len(q.slab) > 1024 {
+		q.slab, q.free = nil, nil // give a drained queue's slab back
+	}
 }
 
 // deliver hands e out again (or for the first time): fresh generation,
@@ -201,26 +221,27 @@ func (q *queueState) change(e *entry, visibleAt int64) {
 // letters), else to visible.
 func (q *queueState) refresh(now int64, dlAt int32) {
 	moved := false
-	for len(q.hidden) > 0 && q.hidden[0].visibleAt <= now {
-		e := heap.Pop(&q.hidden).(*entry)
+	for len(q.hidden) > 0 && q.slab[q.hidden[0]].visibleAt <= now {
+		e := &q.slab[q.hidden[0]]
+		q.heapRemove(0)
 		if dlAt > 0 && e.attempts >= dlAt {
 			e.where = inDLDue
-			q.dlDue = append(q.dlDue, e)
+			q.dlDue = append(q.dlDue, e.slot)
 			continue
 		}
 		e.where = inVisible
-		q.visible = append(q.visible, e)
+		q.visible = append(q.visible, e.slot)
 		moved = true
 	}
 	if moved {
-		slices.SortFunc(q.visible, func(a, b *entry) int { return cmpInt(a.off, b.off) })
+		slices.SortFunc(q.visible, func(a, b int32) int { return cmpInt(q.slab[a].off, q.slab[b].off) })
 	}
 }
 
 // due reports whether something became visible by now (a waiter should
 // look again).
 func (q *queueState) due(now int64) bool {
-	return len(q.visible) > 0 || len(q.dlDue) > 0 || (len(q.hidden) > 0 && q.hidden[0].visibleAt <= now)
+	return len(q.visible) > 0 || len(q.dlDue) > 0 || (len(q.hidden) > 0 && q.slab[q.hidden[0]].visibleAt <= now)
 }
 
 // park hides a dead-letter candidate while DeadLetter is offered it: its
@@ -233,10 +254,67 @@ func (q *queueState) park(e *entry, until int64) {
 	q.hide(e)
 }
 
+// The heap of hidden slots, ordered by visible time; each entry knows its
+// index (hidx).
+
+func (q *queueState) heapLess(i, j int) bool {
+	return q.slab[q.hidden[i]].visibleAt < q.slab[q.hidden[j]].visibleAt
+}
+
+func (q *queueState) heapSwap(i, j int) {
+	h := q.hidden
+	h[i], h[j] = h[j], h[i]
+	q.slab[h[i]].hidx, q.slab[h[j]].hidx = int32(i), int32(j)
+}
+
+func (q *queueState) heapUp(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if !q.heapLess(j, i) {
+			break
+		}
+		q.heapSwap(i, j)
+		j = i
+	}
+}
+
+func (q *queueState) heapDown(i int) {
+	n := len(q.hidden)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && q.heapLess(r, l) {
+			j = r
+		}
+		if !q.heapLess(j, i) {
+			return
+		}
+		q.heapSwap(i, j)
+		i = j
+	}
+}
+
+func (q *queueState) heapRemove(i int) {
+	n := len(q.hidden) - 1
+	q.slab[q.hidden[i]].hidx = -1
+	if i != n {
+		q.hidden[i] = q.hidden[n]
+		q.slab[q.hidden[i]].hidx = int32(i)
+	}
+	q.hidden = q.hidden[:n]
+	if i < n {
+		q.heapDown(i)
+		q.heapUp(i)
+	}
+}
+
 // revivable returns the offsets of up to max visible entries, in order.
 func (q *queueState) revivable(max int, buf []int64) []int64 {
-	for _, e := range q.visible[:min(max, len(q.visible))] {
-		buf = append(buf, e.off)
+	for _, i := range q.visible[:min(max, len(q.visible))] {
+		buf = append(buf, q.slab[i].off)
 	}
 	return buf
 }
