@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,8 +17,8 @@ import (
 
 // Source is the log pop reads from. *store.Store satisfies it.
 //
-// Ownership: the messages Read returns become the Service's; it keeps them
-// while they are in flight and hands the same pointers to every delivery.
+// Ownership: the messages Read returns are handed to the caller of Pop;
+// the Service keeps no reference to them (a redelivery reads again).
 type Source interface {
 	Read(topic string, queueID int, offset int64, max int) ([]*store.Message, error)
 	MinOffset(topic string, queueID int) int64
@@ -51,8 +52,8 @@ type Request struct {
 
 // Delivery is one popped message.
 type Delivery struct {
-	// Message is shared with the Service's in-flight table (and with later
-	// deliveries of the same message): treat it as read-only.
+	// Message is as the Source's Read returned it; the Service keeps no
+	// reference to it.
 	Message  *store.Message
 	Handle   string // receipt handle: opaque, tamper-evident
 	Attempts int    // 1 on first delivery
@@ -157,7 +158,7 @@ func New(src Source, opts Options) *Service {
 	_, _ = rand.Read(nb[:])
 	cfg := coreConfig{initial: opts.InitialOffset, dlRetry: int64(opts.DeadLetterRetry)}
 	if opts.DeadLetter != nil {
-		cfg.dlAt = int32(opts.MaxAttempts)
+		cfg.dlAt = int32(min(opts.MaxAttempts, math.MaxInt32))
 	}
 	s := &Service{
 		coreCfg: cfg,
