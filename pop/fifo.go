@@ -80,38 +80,52 @@ func (q *queueState) fifoApply(now int64, attempt string, inv time.Duration, max
 	case fifoBlocked:
 		return out, true, 0
 	case fifoRepop, fifoExpired:
-		count := mode == fifoExpired
-		if count {
-			q.batch.attempt = attempt
-			for _, off := range q.batch.members[len(offs):] { // beyond max: no longer members
-				if e := q.get(off); e != nil {
-					e.batch = 0
-				}
-			}
-			q.batch.members = q.batch.members[:len(offs)]
-		}
-		for _, off := range offs {
-			m, ok := got(off)
-			if !ok {
-				break // not read: deliver the prefix, keep the order
-			}
-			if m == nil { // gone from the log (retention)
-				q.settle(q.get(off))
-				skipped++
-				continue
-			}
-			out = q.deliver(q.get(off), now, inv, count, m, out)
-		}
+		out, skipped = q.fifoAgain(now, attempt, inv, mode == fifoExpired, offs, got, out)
 		return out, false, skipped
 	}
-	id := newBatch()
-	start := len(out)
+	out, skipped = q.fifoNewBatch(now, attempt, inv, max, offs, got, fresh, f, newBatch(), out)
+	return out, false, skipped
+}
+
+// fifoAgain delivers the batch's members offs again: counted, under the
+// new attempt id, when the batch expired (members beyond offs leave it);
+// uncounted for the batch's own attempt id.
+func (q *queueState) fifoAgain(now int64, attempt string, inv time.Duration, expired bool, offs []int64, got func(int64) (*store.Message, bool), out []pick) ([]pick, int) {
+	if expired {
+		q.batch.attempt = attempt
+		for _, off := range q.batch.members[len(offs):] {
+			if e := q.get(off); e != nil {
+				e.batch = 0
+			}
+		}
+		q.batch.members = q.batch.members[:len(offs)]
+	}
+	gone := 0
+	for _, off := range offs {
+		m, ok := got(off)
+		if !ok {
+			break // not read: deliver the prefix, keep the order
+		}
+		if m == nil { // gone from the log (retention)
+			q.settle(q.get(off))
+			gone++
+			continue
+		}
+		out = q.deliver(q.get(off), now, inv, expired, m, out)
+	}
+	return out, gone
+}
+
+// fifoNewBatch forms batch id from the lowest unsettled offsets: the
+// visible entries offs, then fresh messages, up to max.
+func (q *queueState) fifoNewBatch(now int64, attempt string, inv time.Duration, max int, offs []int64, got func(int64) (*store.Message, bool), fresh []*store.Message, f tagFilter, id uint64, out []pick) ([]pick, int) {
+	start, skipped := len(out), 0
 	members := make([]int64, 0, max)
 	complete := true
 	for _, off := range offs {
 		m, ok := got(off)
 		if !ok {
-			complete = false
+			complete = false // not read: no fresh message may pass it
 			break
 		}
 		e := q.get(off)
@@ -125,8 +139,8 @@ func (q *queueState) fifoApply(now int64, attempt string, inv time.Duration, max
 		members = append(members, off)
 	}
 	if complete {
-		var sk int
 		n := len(out)
+		var sk int
 		out, sk = q.popFresh(fresh, f, now, inv, max-(len(out)-start), id, out)
 		skipped += sk
 		for _, p := range out[n:] {
@@ -137,5 +151,5 @@ func (q *queueState) fifoApply(now int64, attempt string, inv time.Duration, max
 		q.fifoUsed = true
 		q.batch = fifoBatch{id: id, attempt: attempt, members: members}
 	}
-	return out, false, skipped
+	return out, skipped
 }

@@ -125,9 +125,8 @@ func (s *signer) encode(h handle) string {
 
 // decode verifies and parses a handle. Every failure wraps ErrBadHandle.
 func (s *signer) decode(str string) (handle, error) {
-	var h handle
 	if len(str) == 0 || len(str) > maxHandleLen {
-		return h, fmt.Errorf("handle of %d bytes: %w", len(str), ErrBadHandle)
+		return handle{}, fmt.Errorf("handle of %d bytes: %w", len(str), ErrBadHandle)
 	}
 	var buf [192]byte
 	b := buf[:]
@@ -136,60 +135,67 @@ func (s *signer) decode(str string) (handle, error) {
 	}
 	n, err := base64.RawURLEncoding.Decode(b, []byte(str))
 	if err != nil {
-		return h, fmt.Errorf("handle encoding: %w", ErrBadHandle)
+		return handle{}, fmt.Errorf("handle encoding: %w", ErrBadHandle)
 	}
 	b = b[:n]
 	if len(b) < 1+8+handleMACLen || b[0] != handleVersion {
-		return h, fmt.Errorf("handle header: %w", ErrBadHandle)
+		return handle{}, fmt.Errorf("handle header: %w", ErrBadHandle)
 	}
 	body, mac := b[:len(b)-handleMACLen], b[len(b)-handleMACLen:]
-	h.nonce = binary.BigEndian.Uint64(body[1:9])
-	r := body[9:]
-	next := func(limit uint64) (uint64, bool) {
-		v, n := binary.Uvarint(r)
-		if n <= 0 || v > limit {
-			return 0, false
-		}
-		r = r[n:]
-		return v, true
-	}
-	var ok bool
-	var v uint64
-	if h.inc, ok = next(^uint64(0)); !ok {
-		return h, fmt.Errorf("handle incarnation: %w", ErrBadHandle)
-	}
-	if v, ok = next(1<<31 - 1); !ok {
-		return h, fmt.Errorf("handle queue: %w", ErrBadHandle)
-	}
-	h.queue = int(v)
-	if v, ok = next(1<<63 - 1); !ok {
-		return h, fmt.Errorf("handle offset: %w", ErrBadHandle)
-	}
-	h.offset = int64(v)
-	if v, ok = next(1<<32 - 1); !ok {
-		return h, fmt.Errorf("handle generation: %w", ErrBadHandle)
-	}
-	h.gen = uint32(v)
-	str2 := func() (string, bool) {
-		n, ok := next(uint64(len(r)))
-		if !ok || n > uint64(len(r)) { // the length is checked again past its own varint
-			return "", false
-		}
-		out := string(r[:n])
-		r = r[n:]
-		return out, true
-	}
-	if h.group, ok = str2(); !ok || h.group == "" {
-		return h, fmt.Errorf("handle group: %w", ErrBadHandle)
-	}
-	if h.topic, ok = str2(); !ok || h.topic == "" {
-		return h, fmt.Errorf("handle topic: %w", ErrBadHandle)
-	}
-	if len(r) != 0 {
-		return h, fmt.Errorf("handle trailing bytes: %w", ErrBadHandle)
+	h, err := parseBody(body)
+	if err != nil {
+		return handle{}, err
 	}
 	if want := s.mac(&h, false); subtle.ConstantTimeCompare(mac, want[:handleMACLen]) != 1 {
 		return handle{}, fmt.Errorf("handle signature: %w", ErrBadHandle)
 	}
 	return h, nil
+}
+
+// bodyReader reads the varints and strings of a handle's body.
+type bodyReader struct {
+	r   []byte
+	err error
+}
+
+func (br *bodyReader) uvarint(what string, limit uint64) uint64 {
+	if br.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(br.r)
+	if n <= 0 || v > limit {
+		br.err = fmt.Errorf("handle %s: %w", what, ErrBadHandle)
+		return 0
+	}
+	br.r = br.r[n:]
+	return v
+}
+
+func (br *bodyReader) str(what string) string {
+	n := br.uvarint(what, uint64(len(br.r)))
+	if br.err == nil && (n == 0 || n > uint64(len(br.r))) { // the length is checked again past its own varint
+		br.err = fmt.Errorf("handle %s: %w", what, ErrBadHandle)
+	}
+	if br.err != nil {
+		return ""
+	}
+	out := string(br.r[:n])
+	br.r = br.r[n:]
+	return out
+}
+
+// parseBody parses version | nonce | varints | strings (no MAC).
+func parseBody(body []byte) (handle, error) {
+	h := handle{nonce: binary.BigEndian.Uint64(body[1:9])}
+	br := &bodyReader{r: body[9:]}
+	h.inc = br.uvarint("incarnation", ^uint64(0))
+	h.queue = int(br.uvarint("queue", 1<<31-1))
+	h.offset = int64(br.uvarint("offset", 1<<63-1))
+	h.gen = uint32(br.uvarint("generation", 1<<32-1))
+	h.group = br.str("group")
+	h.topic = br.str("topic")
+	if br.err == nil && len(br.r) != 0 {
+		br.err = fmt.Errorf("handle trailing bytes: %w", ErrBadHandle)
+	}
+	return h, br.err
 }

@@ -92,14 +92,8 @@ func (s *Service) popLoop(pc *popCall) ([]pick, error) {
 			continue // waited for the lock to be released
 		}
 		picks, seq, skipped, err := s.round(pc, tok)
-		if err != nil {
-			if s.isClosed() {
-				return nil, fmt.Errorf("%w: %w", s.closedErr(fmt.Sprintf("pop %s@%s", req.Group, req.Topic)), err)
-			}
-			return nil, err
-		}
-		if len(picks) > 0 {
-			return picks, nil
+		if err != nil || len(picks) > 0 {
+			return picks, s.roundErr(pc, err)
 		}
 		if req.QueueID == AllQueues {
 			gt.list.Store(nil) // nothing found: list the queues again next time
@@ -116,6 +110,15 @@ func (s *Service) popLoop(pc *popCall) ([]pick, error) {
 			return nil, err
 		}
 	}
+}
+
+// roundErr is a round's error as Pop answers it: ErrClosed first when
+// the Source or the Service closed under it.
+func (s *Service) roundErr(pc *popCall, err error) error {
+	if err != nil && s.isClosed() {
+		return fmt.Errorf("%w: %w", s.closedErr(fmt.Sprintf("pop %s@%s", pc.req.Group, pc.req.Topic)), err)
+	}
+	return err
 }
 
 func (s *Service) pollLeft(pc *popCall) bool {

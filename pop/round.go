@@ -133,16 +133,7 @@ func (s *Service) readAgain(topic string, qp *queuePlan) {
 		for k+1 < n && qp.again[k+1] == qp.again[k]+1 {
 			k++
 		}
-		msgs, err := s.src.Read(topic, qp.qs.queue, qp.again[j], k-j+1)
-		if err != nil && qp.err == nil {
-			qp.err = err
-		}
-		for _, m := range msgs {
-			if x := int(m.QueueOffset-qp.again[j]) + j; x >= j && x <= k && qp.again[x] == m.QueueOffset {
-				qp.got[x], qp.read[x] = m, true
-			}
-		}
-		missing = missing || len(msgs) < k-j+1
+		missing = s.readRun(topic, qp, j, k) || missing
 		j = k + 1
 	}
 	if !missing {
@@ -157,6 +148,21 @@ func (s *Service) readAgain(topic string, qp *queuePlan) {
 	if qp.err != nil && min > qp.again[0] {
 		qp.err = nil
 	}
+}
+
+// readRun reads again[j..k] (consecutive offsets) in one Source read and
+// reports whether some are missing.
+func (s *Service) readRun(topic string, qp *queuePlan, j, k int) (missing bool) {
+	msgs, err := s.src.Read(topic, qp.qs.queue, qp.again[j], k-j+1)
+	if err != nil && qp.err == nil {
+		qp.err = err
+	}
+	for _, m := range msgs {
+		if x := int(m.QueueOffset-qp.again[j]) + j; x >= j && x <= k && qp.again[x] == m.QueueOffset {
+			qp.got[x], qp.read[x] = m, true
+		}
+	}
+	return len(msgs) < k-j+1
 }
 
 // offerDeadLetters calls DeadLetter for every parked message of a
