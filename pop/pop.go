@@ -141,7 +141,8 @@ func (s *Service) acquire(pc *popCall) (tok uint64, ok bool, err error) {
 	gt.mu.Lock()
 	now := s.nowNanos()
 	s.sweepLocked(gt, now)
-	if tok, ok := gt.lock.tryAcquire(now, pc.ctx.Done()); ok {
+	if tok, ok := gt.lock.tryAcquire(now); ok {
+		s.holdLocked(pc, tok)
 		gt.mu.Unlock()
 		return tok, true, nil
 	}
@@ -151,7 +152,7 @@ func (s *Service) acquire(pc *popCall) (tok uint64, ok bool, err error) {
 			gt.mu.Unlock()
 			return 0, false, err
 		}
-		tok, err := s.waitLock(pc.ctx, gt, pc.req, pc.lockEnd) // unlocks gt.mu
+		tok, err := s.waitLock(pc) // unlocks gt.mu
 		return tok, err == nil, err
 	}
 	s.log.Debug("pop: group@topic lock busy, not waiting", "group", pc.req.Group, "topic", pc.req.Topic, "client", pc.req.ClientID)
@@ -186,57 +187,6 @@ func (s *Service) waitForEvent(pc *popCall, seq uint64) error {
 	gt.mu.Unlock()
 	s.wait(pc.ctx, ch, pc.pollEnd)
 	return nil
-}
-
-// waitLock queues a FIFO retry for the group@topic lock and sleeps until
-// the holder hands it over, the wait runs out, or the service closes. It is
-// called with gt.mu held (and the pop's waiter slot taken) and returns with
-// it released.
-func (s *Service) waitLock(ctx context.Context, gt *groupTopic, req Request, until time.Time) (uint64, error) {
-	w := gt.lock.enqueue(ctx.Done())
-	s.st.lockWaits.Add(1)
-	s.log.Info("pop: FIFO retry waits for the group@topic lock", "group", req.Group, "topic", req.Topic,
-		"client", req.ClientID, "attempt", req.AttemptID, "token", gt.lock.token)
-	gt.mu.Unlock()
-	t := time.NewTimer(time.Until(until))
-	select {
-	case <-w.ch:
-	case <-t.C:
-	case <-ctx.Done():
-	case <-s.done:
-	case <-s.sourceDone():
-	}
-	t.Stop()
-	gt.mu.Lock()
-	if w.granted && ctx.Err() == nil && !s.isClosed() && time.Now().Before(until) {
-		gt.mu.Unlock()
-		return w.token, nil
-	}
-	if gt.lock.cancel(w, s.nowNanos()) {
-		broadcastLockFreeLocked(gt)
-	}
-	gt.mu.Unlock()
-	if s.isClosed() {
-		return 0, s.closedErr(fmt.Sprintf("pop %s@%s", req.Group, req.Topic))
-	}
-	s.st.lockTimeouts.Add(1)
-	s.log.Debug("pop: FIFO retry gave up waiting for the group@topic lock", "group", req.Group, "topic", req.Topic,
-		"client", req.ClientID, "attempt", req.AttemptID)
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("pop %s@%s attempt %q: %w: %w", req.Group, req.Topic, req.AttemptID, ErrLockTimeout, err)
-	}
-	return 0, fmt.Errorf("pop %s@%s attempt %q: %w", req.Group, req.Topic, req.AttemptID, ErrLockTimeout)
-}
-
-// sweepLocked applies the lock's expiry backstop.
-func (s *Service) sweepLocked(gt *groupTopic, now int64) {
-	if tok, ok := gt.lock.evictAbandoned(now, int64(s.opts.LockExpiry)); ok {
-		s.st.lockEvictions.Add(1)
-		s.log.Warn("pop: evicted an abandoned group@topic lock hold", "group", gt.key.group, "topic", gt.key.topic, "token", tok)
-		if gt.lock.handOff(now) {
-			broadcastLockFreeLocked(gt)
-		}
-	}
 }
 
 func (s *Service) countDelivered(pc *popCall, picks []pick) {

@@ -18,7 +18,7 @@ import (
 // something happened meanwhile.
 func (s *Service) round(pc *popCall, tok uint64) (picks []pick, seq uint64, skipped int, err error) {
 	gt := pc.gt
-	defer s.release(gt, tok)
+	defer s.releaseHold(pc, tok)
 	seq = gt.events.Load()
 	queues := s.queueList(pc)
 	gt.mu.Lock()
@@ -57,14 +57,6 @@ func (s *Service) round(pc *popCall, tok uint64) (picks []pick, seq uint64, skip
 		s.commitAll(gt, commits)
 		return picks, seq, skipped + lost, err
 	}
-}
-
-func (s *Service) release(gt *groupTopic, tok uint64) {
-	gt.mu.Lock()
-	if _, free := gt.lock.release(tok, s.nowNanos()); free {
-		broadcastLockFreeLocked(gt)
-	}
-	gt.mu.Unlock()
 }
 
 // queueList is the queues a pop covers: its queue, or for AllQueues the

@@ -87,11 +87,16 @@ type groupTopic struct {
 	lock     topicLock
 	core     *core
 	view     gtView
-	list     atomic.Pointer[[]int] // cached Source.Queues for AllQueues; nil = list again
-	notify   chan struct{}         // closed by broadcastLocked; nil while nobody waits
-	lockFree chan struct{}         // closed by broadcastLockFreeLocked
-	waiters  atomic.Int64
-	events   atomic.Uint64 // bumped by every wake-up source except lock release
+	list     atomic.Pointer[[]int]         // cached Source.Queues for AllQueues; nil = list again
+	notify   chan struct{}                 // closed by broadcastLocked; nil while nobody waits
+	lockFree chan struct{}                 // closed by broadcastLockFreeLocked
+	lockWake map[*lockWaiter]chan struct{} // a queued FIFO retry sleeps on its channel
+	// holderDone is the ctx.Done of the lock holder's request (holderTok):
+	// once it is closed the sweep marks the hold abandoned.
+	holderDone <-chan struct{}
+	holderTok  uint64
+	waiters    atomic.Int64
+	events     atomic.Uint64 // bumped by every wake-up source except lock release
 }
 
 // gtView is the core's view of the Source and the Offsets for one
@@ -198,6 +203,18 @@ func (s *Service) Close() error {
 
 // isClosed reports whether the Service or its Source was closed.
 func (s *Service) isClosed() bool { return s.closed.Load() || isDone(s.sourceDone()) }
+
+func isDone(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
 
 // sourceDone is the Source's Done channel (nil, never ready, if it has
 // none). It is asked at every use, so a Source that swaps what it wraps
