@@ -61,8 +61,11 @@ func (s *Service) Ack(handleStr string) error {
 		return s.stale("ack", h, err)
 	}
 	inBatch := qs.batch.id != 0 && e.batch == qs.batch.id
+	before := qs.low()
 	qs.detach(e)
-	if !qs.mustSave && qs.low() <= qs.committed {
+	// Only an ack that moves the low-water mark itself commits (and waits
+	// for the commits before it); one behind an unacked message does not.
+	if after := qs.low(); !qs.mustSave && (after == before || after <= qs.committed) {
 		s.settleAckLocked(gt, qs, e, inBatch)
 		gt.mu.Unlock()
 		return nil
