@@ -90,7 +90,7 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 			}
 			mmu.Unlock()
 			if slow.Load() {
-				time.Sleep(100 * time.Microsecond)
+				yieldN(20)
 			}
 			if failNext.Load() > 0 && failNext.Add(-1) >= 0 {
 				return errInjected
