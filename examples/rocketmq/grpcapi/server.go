@@ -1,0 +1,205 @@
+package grpcapi
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/brokercore/brokercore/consumer"
+	"github.com/brokercore/brokercore/pop"
+	"github.com/brokercore/brokercore/schedule"
+	"github.com/brokercore/brokercore/store"
+)
+
+// Broker is what the server needs of the broker core: the accessors of
+// brokercore.Open's *Broker (which satisfies it), or a Parts built by hand.
+type Broker interface {
+	Store() *store.Store
+	Pop() *pop.Service
+	Scheduler() *schedule.Scheduler
+	Consumers() *consumer.Registry
+}
+
+// Parts is a Broker made of pieces a host composed itself. Scheduler may
+// be nil: DELAY messages are then answered UNSUPPORTED.
+type Parts struct {
+	St    *store.Store
+	Svc   *pop.Service
+	Sched *schedule.Scheduler
+	Reg   *consumer.Registry
+}
+
+func (p Parts) Store() *store.Store            { return p.St }
+func (p Parts) Pop() *pop.Service              { return p.Svc }
+func (p Parts) Scheduler() *schedule.Scheduler { return p.Sched }
+func (p Parts) Consumers() *consumer.Registry  { return p.Reg }
+
+// ErrClosed is returned by Serve and Listen after Close.
+var ErrClosed = errors.New("grpcapi: server closed")
+
+// Server serves apache.rocketmq.v2.MessagingService over a Broker.
+type Server struct {
+	v2.UnimplementedMessagingServiceServer
+
+	b    Broker
+	opts Options
+	log  *slog.Logger
+	tls  *tls.Config
+	gs   *grpc.Server
+
+	clients *clientTable
+	rr      atomic.Uint64 // round robin of normal sends
+
+	mu     sync.Mutex
+	lns    []*sniffListener
+	closed bool
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// New returns a Server over b. It loads (or creates, under
+// Options.CertDir) the TLS certificate.
+func New(b Broker, opts Options) (*Server, error) {
+	if b == nil || b.Store() == nil || b.Pop() == nil {
+		return nil, errors.New("grpcapi: a Broker with a Store and a Pop service is required")
+	}
+	opts = opts.withDefaults()
+	cert, err := loadOrCreateCert(opts.CertDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		b:    b,
+		opts: opts,
+		log:  opts.Logger,
+		tls: &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			NextProtos:   []string{"h2"},
+			MinVersion:   tls.VersionTLS12,
+		},
+		clients: newClientTable(),
+		done:    make(chan struct{}),
+	}
+	s.gs = grpc.NewServer(
+		grpc.MaxRecvMsgSize(opts.MaxBodySize+(1<<20)),
+		// Bounds the HTTP/2 preface of a connection: Stop waits for
+		// connections still in it.
+		grpc.ConnectionTimeout(opts.HandshakeTimeout),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	v2.RegisterMessagingServiceServer(s.gs, s)
+	s.wg.Add(1)
+	go s.sweepLoop()
+	return s, nil
+}
+
+// Listen listens on addr ("127.0.0.1:8081") and serves it in the
+// background until Close; it returns the bound address.
+func (s *Server) Listen(addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("grpcapi: %w", err)
+	}
+	sl, err := s.add(ln)
+	if err != nil {
+		return nil, err
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.gs.Serve(sl); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Warn("grpcapi: serve ended", "addr", sl.Addr().String(), "err", err)
+		}
+	}()
+	return sl.Addr(), nil
+}
+
+// Serve serves TLS and plaintext gRPC on ln until Close (blocking).
+func (s *Server) Serve(ln net.Listener) error {
+	sl, err := s.add(ln)
+	if err != nil {
+		return err
+	}
+	err = s.gs.Serve(sl)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return ErrClosed
+	}
+	return err
+}
+
+func (s *Server) add(ln net.Listener) (*sniffListener, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = ln.Close()
+		return nil, ErrClosed
+	}
+	sl := newSniffListener(ln, s.tls, s.opts.HandshakeTimeout, s.log)
+	s.lns = append(s.lns, sl)
+	return sl, nil
+}
+
+// Close stops the server: listeners close, streams (long polls, Telemetry)
+// end, and every goroutine is waited for. It is idempotent and does not
+// close the Broker.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	lns := s.lns
+	s.mu.Unlock()
+	s.gs.Stop()
+	var errs []error
+	for _, l := range lns {
+		errs = append(errs, l.Close())
+	}
+	s.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (s *Server) sweepLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.ClientExpiry / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			if n := s.clients.expire(s.opts.Now().Add(-s.opts.ClientExpiry)); n > 0 {
+				s.log.Debug("grpcapi: forgot silent clients", "count", n)
+			}
+			if reg := s.b.Consumers(); reg != nil {
+				reg.Scan()
+			}
+		}
+	}
+}
+
+// ok is the status every successful answer carries.
+func ok() *v2.Status { return &v2.Status{Code: v2.Code_OK, Message: "OK"} }
+
+func status(code v2.Code, format string, args ...any) *v2.Status {
+	return &v2.Status{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// reject logs a refused request at DEBUG (the client sees the status).
+func (s *Server) reject(ctx context.Context, call string, st *v2.Status, kv ...any) *v2.Status {
+	s.log.Debug("grpcapi: rejected "+call, append([]any{"client", clientID(ctx), "code", st.Code.String(), "reason", st.Message}, kv...)...)
+	return st
+}
