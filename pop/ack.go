@@ -25,13 +25,13 @@ func (s *Service) resolveLocked(gt *groupTopic, h handle) (*queueState, *entry, 
 
 // lookup decodes a handle and finds its group@topic.
 func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
-	if s.closed.Load() {
-		return handle{}, nil, fmt.Errorf("%s: %w", op, ErrClosed)
+	if s.isClosed() {
+		return handle{}, nil, s.closedErr(op)
 	}
 	h, err := s.signer.decode(str)
 	if err != nil {
 		s.st.badHandles.Add(1)
-		s.log.Warn("pop: rejected bad handle", "op", op, "err", err)
+		s.log.Debug("pop: rejected bad handle", "op", op, "err", err)
 		return h, nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if h.nonce != s.nonce {
@@ -46,7 +46,7 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 
 func (s *Service) stale(op string, h handle, err error) error {
 	s.st.staleHandles.Add(1)
-	s.log.Info("pop: rejected stale handle", "op", op, "group", h.group, "topic", h.topic, "queue", h.queue, "offset", h.offset, "err", err)
+	s.log.Debug("pop: rejected stale handle", "op", op, "group", h.group, "topic", h.topic, "queue", h.queue, "offset", h.offset, "err", err)
 	return fmt.Errorf("%s: %w", op, err)
 }
 
@@ -75,7 +75,7 @@ func (s *Service) Ack(handleStr string) error {
 					h.group, h.topic, h.queue, h.offset, qs.epoch, ep, ErrStaleHandle, err))
 			}
 			s.st.commitErrors.Add(1)
-			s.log.Warn("pop: ack not applied, commit failed", "group", h.group, "topic", h.topic, "queue", h.queue, "offset", h.offset, "commit", low, "epoch", qs.epoch, "err", err)
+			s.log.Debug("pop: ack not applied, commit failed", "group", h.group, "topic", h.topic, "queue", h.queue, "offset", h.offset, "commit", low, "epoch", qs.epoch, "err", err)
 			return fmt.Errorf("ack %s@%s queue %d offset %d: commit %d: %w", h.group, h.topic, h.queue, h.offset, low, err)
 		}
 		s.st.commits.Add(1)
@@ -102,7 +102,7 @@ func (s *Service) Ack(handleStr string) error {
 func (s *Service) ChangeInvisible(handleStr string, d time.Duration) (string, error) {
 	if d < 0 {
 		s.st.invalid.Add(1)
-		s.log.Warn("pop: rejected change-invisible with negative duration", "duration", d)
+		s.log.Debug("pop: rejected change-invisible with negative duration", "duration", d)
 		return "", fmt.Errorf("change invisible by %v: negative duration: %w", d, ErrInvalid)
 	}
 	h, gt, err := s.lookup("change invisible", handleStr)

@@ -85,7 +85,7 @@ func (q *queueState) fifoFreshWanted(now int64, attempt string, max int) int {
 
 // popFIFO decides a FIFO pop of this queue at now. It returns the new picks
 // and whether the queue was blocked by another attempt id's batch.
-func (q *queueState) popFIFO(now int64, attempt string, inv time.Duration, max int, fresh []*store.Message, newBatch func() uint64, out []pick) ([]pick, bool) {
+func (q *queueState) popFIFO(now int64, attempt string, inv time.Duration, max int, fresh []*store.Message, f tagFilter, newBatch func() uint64, out []pick) (_ []pick, blocked bool, skipped int) {
 	var buf [32]int64
 	members := q.fifoMembers(buf[:0])
 	if len(members) > 0 {
@@ -98,10 +98,10 @@ func (q *queueState) popFIFO(now int64, attempt string, inv time.Duration, max i
 				}
 				out = q.deliver(q.entry(off), off, now, inv, false, out)
 			}
-			return out, false
+			return out, false, 0
 		}
 		if q.fifoLive(now) {
-			return out, true
+			return out, true, 0
 		}
 		// The batch's invisible time ended: deliver it again, counted,
 		// now under this attempt id.
@@ -114,10 +114,10 @@ func (q *queueState) popFIFO(now int64, attempt string, inv time.Duration, max i
 			}
 			out = q.deliver(e, off, now, inv, true, out)
 		}
-		return out, false
+		return out, false, 0
 	}
 	if q.blockedByInvisible(now) {
-		return out, true
+		return out, true, 0
 	}
 	id := newBatch()
 	start := len(out)
@@ -133,11 +133,11 @@ func (q *queueState) popFIFO(now int64, attempt string, inv time.Duration, max i
 		e.batch = id
 		out = q.deliver(e, off, now, inv, true, out)
 	}
-	out = q.popFresh(fresh, now, inv, max-(len(out)-start), id, out)
+	out, skipped = q.popFresh(fresh, f, now, inv, max-(len(out)-start), id, out)
 	if len(out) == start {
-		return out, false
+		return out, false, skipped
 	}
 	q.fifoUsed = true
 	q.batch = fifoBatch{id: id, attempt: attempt, first: out[start].off, last: out[len(out)-1].off}
-	return out, false
+	return out, false, skipped
 }

@@ -60,14 +60,14 @@ func (s *Service) enterWaitLocked(gt *groupTopic, req Request, counted *bool) er
 	}
 	if gt.waiters.Load() >= int64(s.opts.MaxWaitersPerKey) {
 		s.st.tooManyWaiters.Add(1)
-		s.log.Warn("pop: rejected, too many waiters for the group@topic", "group", req.Group, "topic", req.Topic,
+		s.log.Debug("pop: rejected, too many waiters for the group@topic", "group", req.Group, "topic", req.Topic,
 			"client", req.ClientID, "limit", s.opts.MaxWaitersPerKey)
 		return fmt.Errorf("pop %s@%s: %d waiters (limit per group@topic): %w", req.Group, req.Topic, s.opts.MaxWaitersPerKey, ErrTooManyWaiters)
 	}
 	if s.waiters.Add(1) > int64(s.opts.MaxWaiters) {
 		s.waiters.Add(-1)
 		s.st.tooManyWaiters.Add(1)
-		s.log.Warn("pop: rejected, too many waiters in total", "group", req.Group, "topic", req.Topic,
+		s.log.Debug("pop: rejected, too many waiters in total", "group", req.Group, "topic", req.Topic,
 			"client", req.ClientID, "limit", s.opts.MaxWaiters)
 		return fmt.Errorf("pop %s@%s: %d waiters (total limit): %w", req.Group, req.Topic, s.opts.MaxWaiters, ErrTooManyWaiters)
 	}
@@ -94,6 +94,7 @@ func (s *Service) wait(ctx context.Context, ch chan struct{}, until time.Time) {
 	case <-t.C:
 	case <-ctx.Done():
 	case <-s.done:
+	case <-s.sourceDone():
 	}
 }
 

@@ -13,16 +13,17 @@ import (
 // semantics; errors wrap ErrInvalid, ErrClosed, ErrLockTimeout,
 // ErrTooManyWaiters, a ctx error or a Source error.
 func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
-	if s.closed.Load() {
-		return Result{}, fmt.Errorf("pop %s@%s: %w", req.Group, req.Topic, ErrClosed)
+	if s.isClosed() {
+		return Result{}, s.closedErr(fmt.Sprintf("pop %s@%s", req.Group, req.Topic))
 	}
-	if err := s.validate(req); err != nil {
+	filter, err := s.validate(&req)
+	if err != nil {
 		s.st.invalid.Add(1)
-		s.log.Warn("pop: rejected request", "group", req.Group, "topic", req.Topic, "client", req.ClientID, "queue", req.QueueID, "err", err)
+		s.log.Debug("pop: rejected request", "group", req.Group, "topic", req.Topic, "client", req.ClientID, "queue", req.QueueID, "err", err)
 		return Result{}, err
 	}
 	s.st.pops.Add(1)
-	inv, clamped := s.clamp(req.Invisible)
+	inv, clamped := s.invisible(req.Invisible)
 	res := Result{Invisible: inv, Clamped: clamped}
 	if clamped {
 		s.st.clamped.Add(1)
@@ -41,9 +42,10 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 			s.uncountWaiter(gt)
 		}
 	}()
+	rounds := 0 // reads that only found messages the filter rejected
 	for {
-		if s.closed.Load() {
-			return Result{}, fmt.Errorf("pop %s@%s: %w", req.Group, req.Topic, ErrClosed)
+		if s.isClosed() {
+			return Result{}, s.closedErr(fmt.Sprintf("pop %s@%s", req.Group, req.Topic))
 		}
 		if err := ctx.Err(); err != nil {
 			if fifoRetry {
@@ -88,12 +90,15 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 				continue
 			}
 		}
-		picks, seq, err := s.popLocked(ctx, gt, tok, req, inv, queues)
+		picks, seq, skipped, err := s.popLocked(ctx, gt, tok, req, filter, inv, queues)
 		if _, free := gt.lock.release(tok, s.nowNanos()); free {
 			broadcastLockFreeLocked(gt)
 		}
 		if err != nil {
 			gt.mu.Unlock()
+			if s.isClosed() {
+				return Result{}, fmt.Errorf("%w: %w", s.closedErr(fmt.Sprintf("pop %s@%s", req.Group, req.Topic)), err)
+			}
 			return Result{}, err
 		}
 		if len(picks) > 0 {
@@ -109,6 +114,13 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 				}
 			}
 			return res, nil
+		}
+		if skipped > 0 && (req.Poll > 0 || rounds < maxFilterRounds) {
+			// Everything read was filtered out and settled: read on at
+			// once instead of answering empty or waiting for an arrival.
+			rounds++
+			gt.mu.Unlock()
+			continue
 		}
 		if req.Poll <= 0 || !time.Now().Before(pollEnd) {
 			gt.mu.Unlock()
@@ -145,21 +157,22 @@ func (s *Service) waitLock(ctx context.Context, gt *groupTopic, req Request, unt
 	case <-t.C:
 	case <-ctx.Done():
 	case <-s.done:
+	case <-s.sourceDone():
 	}
 	t.Stop()
 	gt.mu.Lock()
-	if w.granted && ctx.Err() == nil && !s.closed.Load() && time.Now().Before(until) {
+	if w.granted && ctx.Err() == nil && !s.isClosed() && time.Now().Before(until) {
 		return w.token, nil
 	}
 	if gt.lock.cancel(w, s.nowNanos()) {
 		broadcastLockFreeLocked(gt)
 	}
 	gt.mu.Unlock()
-	if s.closed.Load() {
-		return 0, fmt.Errorf("pop %s@%s: %w", req.Group, req.Topic, ErrClosed)
+	if s.isClosed() {
+		return 0, s.closedErr(fmt.Sprintf("pop %s@%s", req.Group, req.Topic))
 	}
 	s.st.lockTimeouts.Add(1)
-	s.log.Warn("pop: FIFO retry gave up waiting for the group@topic lock", "group", req.Group, "topic", req.Topic,
+	s.log.Debug("pop: FIFO retry gave up waiting for the group@topic lock", "group", req.Group, "topic", req.Topic,
 		"client", req.ClientID, "attempt", req.AttemptID)
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("pop %s@%s attempt %q: %w: %w", req.Group, req.Topic, req.AttemptID, ErrLockTimeout, err)
@@ -191,8 +204,16 @@ type readPlan struct {
 // called and returns with gt.mu held, but releases it around the Source
 // reads and DeadLetter calls. It decides everything with Options.Now read
 // after the reads, and changes nothing if the lock was lost or ctx ended.
-func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req Request, inv time.Duration, queues []int) ([]pick, uint64, error) {
+func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req Request, f tagFilter, inv time.Duration, queues []int) ([]pick, uint64, int, error) {
 	seq := gt.events.Load()
+	if !gt.subscribed || f.expr != gt.filter.expr {
+		if gt.subscribed {
+			s.st.filterChanges.Add(1)
+			s.log.Info("pop: subscription filter replaced", "group", req.Group, "topic", req.Topic, "client", req.ClientID,
+				"old_filter", gt.filter.String(), "filter", f.String())
+		}
+		gt.filter, gt.subscribed = f, true
+	}
 	now := s.nowNanos()
 	g, t := gt.key.group, gt.key.topic
 	if len(queues) > 1 {
@@ -292,6 +313,10 @@ func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req
 				}
 			}
 			remaining -= p.n
+			if !f.all() && p.n > 0 {
+				// Read ahead: some of what is read may be filtered out.
+				p.n = int(min(int64(MaxBatch), max(s.src.MaxOffset(t, p.queue)-p.from, 0)))
+			}
 		}
 	}
 	reads := false
@@ -313,16 +338,17 @@ func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req
 
 	if err := ctx.Err(); err != nil {
 		if req.FIFO && req.AttemptID != "" {
-			return nil, seq, fmt.Errorf("pop %s@%s attempt %q: %w: %w", g, t, req.AttemptID, ErrLockTimeout, err)
+			return nil, seq, 0, fmt.Errorf("pop %s@%s attempt %q: %w: %w", g, t, req.AttemptID, ErrLockTimeout, err)
 		}
-		return nil, seq, fmt.Errorf("pop %s@%s: %w", g, t, err)
+		return nil, seq, 0, fmt.Errorf("pop %s@%s: %w", g, t, err)
 	}
 	if !gt.lock.owns(tok) {
-		return nil, seq, fmt.Errorf("pop %s@%s: group@topic lock was taken away during the read: %w", g, t, ErrLockTimeout)
+		return nil, seq, 0, fmt.Errorf("pop %s@%s: group@topic lock was taken away during the read: %w", g, t, ErrLockTimeout)
 	}
 	now = s.nowNanos()
 	out := make([]pick, 0, req.Max)
 	var firstErr error
+	skipped := 0
 	for i := range plans {
 		p := &plans[i]
 		if len(out) >= req.Max {
@@ -347,7 +373,12 @@ func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req
 				continue
 			}
 			var blocked bool
-			out, blocked = p.qs.popFIFO(now, req.AttemptID, inv, req.Max-len(out), p.msgs, s.newBatchID, out)
+			var sk int
+			out, blocked, sk = p.qs.popFIFO(now, req.AttemptID, inv, req.Max-len(out), p.msgs, f, s.newBatchID, out)
+			if sk > 0 {
+				skipped += sk
+				s.commitLocked(gt, p.qs)
+			}
 			if blocked {
 				s.log.Debug("pop: FIFO queue blocked by another attempt's batch", "group", g, "topic", t, "queue", p.queue,
 					"attempt", req.AttemptID, "batch_attempt", p.qs.batch.attempt)
@@ -355,19 +386,32 @@ func (s *Service) popLocked(ctx context.Context, gt *groupTopic, tok uint64, req
 			continue
 		}
 		out = p.qs.popRevived(now, inv, req.Max-len(out), out)
-		out = p.qs.popFresh(p.msgs, now, inv, req.Max-len(out), 0, out)
+		var sk int
+		out, sk = p.qs.popFresh(p.msgs, f, now, inv, req.Max-len(out), 0, out)
+		if sk > 0 {
+			skipped += sk
+			s.commitLocked(gt, p.qs)
+		}
+	}
+	if skipped > 0 {
+		s.st.filtered.Add(uint64(skipped))
 	}
 	if len(out) == 0 && firstErr != nil {
-		return nil, seq, firstErr
+		return nil, seq, skipped, firstErr
 	}
-	return out, seq, nil
+	return out, seq, skipped, nil
 }
+
+// maxFilterRounds bounds the reads of a Poll == 0 pop that find only
+// messages its filter rejects; it answers empty after that many (the next
+// pop reads on from there). A long poll reads on until its Poll ends.
+const maxFilterRounds = 16
 
 func (s *Service) newBatchID() uint64 { return s.batchSeq.Add(1) }
 
 func (s *Service) countDelivered(picks []pick) {
-	s.st.delivered.Add(int64(len(picks)))
-	var re int64
+	s.st.delivered.Add(uint64(len(picks)))
+	var re uint64
 	for _, p := range picks {
 		if p.att > 1 {
 			re++

@@ -211,8 +211,10 @@ func (q *queueState) popRevived(now int64, inv time.Duration, max int, out []pic
 }
 
 // popFresh delivers up to max of the messages read at next() (the first
-// delivery of each), tagging them with batch (0 for non-FIFO).
-func (q *queueState) popFresh(msgs []*store.Message, now int64, inv time.Duration, max int, batch uint64, out []pick) []pick {
+// delivery of each), tagging them with batch (0 for non-FIFO). A message
+// the filter rejects is settled at once (done, never delivered); skipped
+// counts them.
+func (q *queueState) popFresh(msgs []*store.Message, f tagFilter, now int64, inv time.Duration, max int, batch uint64, out []pick) (_ []pick, skipped int) {
 	start := len(out)
 	for _, m := range msgs {
 		if len(out)-start >= max {
@@ -224,11 +226,19 @@ func (q *queueState) popFresh(msgs []*store.Message, now int64, inv time.Duratio
 		for q.next() < m.QueueOffset { // a gap the log skipped (retention)
 			q.entries = append(q.entries, entry{done: true})
 		}
+		if !f.match(m.Tags) {
+			q.entries = append(q.entries, entry{done: true})
+			skipped++
+			continue
+		}
 		q.entries = append(q.entries, entry{msg: m, batch: batch})
 		q.pending++
 		out = q.deliver(&q.entries[len(q.entries)-1], m.QueueOffset, now, inv, true, out)
 	}
-	return out
+	if skipped > 0 {
+		q.trim()
+	}
+	return out, skipped
 }
 
 // skipTo moves next() forward to off (the log no longer has what lies

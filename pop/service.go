@@ -36,11 +36,17 @@ const MaxBatch = 32
 type Request struct {
 	Group, Topic, ClientID string
 	QueueID                int           // or AllQueues: rotate over every queue of the topic
-	Max                    int           // 1..MaxBatch
-	Invisible              time.Duration // popped messages stay hidden this long unless acked or changed
+	Max                    int           // 1..MaxBatch; 0 means 1
+	Invisible              time.Duration // popped messages stay hidden this long unless acked or changed; 0 means DefaultInvisible
 	Poll                   time.Duration // long-polling wait when nothing is ready; 0 = answer at once
 	FIFO                   bool
 	AttemptID              string // FIFO only: the same id re-pops the same in-flight batch
+	// Filter is a tag expression: "" or "*" = every message; "A || B" =
+	// messages whose Tags is A or B. A message it rejects is settled for
+	// the group without being delivered (Stats.Filtered). It is the
+	// group's subscription on the topic: a pop with a different filter
+	// replaces it, and what the old one skipped is never delivered.
+	Filter string
 }
 
 // Delivery is one popped message.
@@ -57,10 +63,11 @@ type Delivery struct {
 type Result struct {
 	Messages []Delivery
 	// Invisible is the invisible time actually applied to Messages:
-	// Request.Invisible clamped into [Options.MinInvisible,
-	// Options.MaxInvisible] (zero when there are no Messages).
+	// Request.Invisible (or DefaultInvisible for 0) clamped into
+	// [Options.MinInvisible, Options.MaxInvisible].
 	Invisible time.Duration
-	// Clamped reports that Invisible differs from Request.Invisible.
+	// Clamped reports that Invisible differs from the requested time
+	// (DefaultInvisible for a zero Request.Invisible).
 	Clamped bool
 }
 
@@ -71,15 +78,17 @@ type gtKey struct{ group, topic string }
 // the atomics; it is only ever held for short in-memory steps — never
 // across a Source read, a DeadLetter call or a wait.
 type groupTopic struct {
-	key      gtKey
-	mu       sync.Mutex
-	lock     topicLock
-	queues   map[int]*queueState
-	rr       int
-	notify   chan struct{} // closed by broadcastLocked; nil while nobody waits
-	lockFree chan struct{} // closed by broadcastLockFreeLocked
-	waiters  atomic.Int64
-	events   atomic.Uint64 // bumped by every wake-up source except lock release
+	key        gtKey
+	mu         sync.Mutex
+	lock       topicLock
+	queues     map[int]*queueState
+	rr         int
+	filter     tagFilter     // the group's subscription on the topic
+	subscribed bool          // filter was set by a pop
+	notify     chan struct{} // closed by broadcastLocked; nil while nobody waits
+	lockFree   chan struct{} // closed by broadcastLockFreeLocked
+	waiters    atomic.Int64
+	events     atomic.Uint64 // bumped by every wake-up source except lock release
 }
 
 // Service pops, acks and changes the invisible time of messages of a
@@ -101,6 +110,8 @@ type Service struct {
 	waiters  atomic.Int64
 	closed   atomic.Bool
 	done     chan struct{}
+	srcDone  doner  // the Source, if it has a Done channel
+	unsub    func() // cancels the Source subscription; nil if none
 	wg       sync.WaitGroup
 	st       counters
 
@@ -110,7 +121,25 @@ type Service struct {
 	failFastFIFO bool
 }
 
-// New returns a Service over src and starts its wake-up loop; Close stops it.
+// Optional capabilities of a Source, found by type assertion in New.
+type (
+	// subscriber is a Source that calls fn for every append (as
+	// (*store.Store).Subscribe): New registers Arrived through it, so no
+	// host wiring is needed, and Close cancels it.
+	subscriber interface {
+		Subscribe(fn func(topic string, queueID int, next int64)) (cancel func())
+	}
+	// doner is a Source whose Done channel is closed when it closes (as
+	// (*store.Store).Done): every later call of the Service answers
+	// ErrClosed, and long polls end.
+	doner interface{ Done() <-chan struct{} }
+)
+
+// New returns a Service over src and starts its wake-up loop; Close stops
+// it. If src can Subscribe (as *store.Store), New subscribes Arrived to it,
+// so arrivals wake long polls without any wiring by the host; if src has
+// a Done channel (as *store.Store), the Service answers ErrClosed once it
+// is closed.
 func New(src Source, opts Options) *Service {
 	opts = opts.withDefaults()
 	var nb [8]byte
@@ -126,6 +155,12 @@ func New(src Source, opts Options) *Service {
 		topics:  make(map[string][]*groupTopic),
 		done:    make(chan struct{}),
 	}
+	if d, ok := src.(doner); ok {
+		s.srcDone = d
+	}
+	if sub, ok := src.(subscriber); ok {
+		s.unsub = sub.Subscribe(func(topic string, queueID int, _ int64) { s.Arrived(topic, queueID) })
+	}
 	s.wg.Add(1)
 	go s.loop()
 	return s
@@ -135,10 +170,34 @@ func New(src Source, opts Options) *Service {
 // background loop and waits for it. It is idempotent.
 func (s *Service) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
+		if s.unsub != nil {
+			s.unsub()
+		}
 		close(s.done)
 	}
 	s.wg.Wait()
 	return nil
+}
+
+// isClosed reports whether the Service or its Source was closed.
+func (s *Service) isClosed() bool { return s.closed.Load() || isDone(s.sourceDone()) }
+
+// sourceDone is the Source's Done channel (nil, never ready, if it has
+// none). It is asked at every use, so a Source that swaps what it wraps
+// answers for the current one.
+func (s *Service) sourceDone() <-chan struct{} {
+	if s.srcDone == nil {
+		return nil
+	}
+	return s.srcDone.Done()
+}
+
+// closedErr is the ErrClosed of op, saying which side closed.
+func (s *Service) closedErr(op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("%s: %w", op, ErrClosed)
+	}
+	return fmt.Errorf("%s: source closed: %w", op, ErrClosed)
 }
 
 func (s *Service) nowNanos() int64 { return s.opts.Now().UnixNano() }
@@ -159,9 +218,11 @@ func (s *Service) groupTopic(group, topic string) *groupTopic {
 	return gt
 }
 
-func (s *Service) validate(req Request) error {
-	bad := func(why string) error {
-		return fmt.Errorf("pop group %q topic %q client %q queue %d: %s: %w",
+// validate checks req, applies the zero-value defaults (Max 0 → 1) and
+// parses its filter.
+func (s *Service) validate(req *Request) (tagFilter, error) {
+	bad := func(why string) (tagFilter, error) {
+		return tagFilter{}, fmt.Errorf("pop group %q topic %q client %q queue %d: %s: %w",
 			req.Group, req.Topic, req.ClientID, req.QueueID, why, ErrInvalid)
 	}
 	switch {
@@ -173,8 +234,8 @@ func (s *Service) validate(req Request) error {
 		return bad("empty client id")
 	case len(req.Group)+len(req.Topic) > 2048:
 		return bad("group and topic longer than 2048 bytes")
-	case req.Max < 1 || req.Max > MaxBatch:
-		return bad(fmt.Sprintf("max %d outside 1..%d", req.Max, MaxBatch))
+	case req.Max < 0 || req.Max > MaxBatch:
+		return bad(fmt.Sprintf("max %d outside 1..%d (0 means 1)", req.Max, MaxBatch))
 	case req.Invisible < 0:
 		return bad("negative invisible time")
 	case req.Poll < 0:
@@ -182,7 +243,23 @@ func (s *Service) validate(req Request) error {
 	case req.QueueID < AllQueues:
 		return bad("queue id below AllQueues")
 	}
-	return nil
+	f, err := parseFilter(req.Filter)
+	if err != nil {
+		return bad(err.Error())
+	}
+	if req.Max == 0 {
+		req.Max = 1
+	}
+	return f, nil
+}
+
+// invisible is the invisible time of a pop: 0 means DefaultInvisible, then
+// clamped into [MinInvisible, MaxInvisible].
+func (s *Service) invisible(d time.Duration) (time.Duration, bool) {
+	if d == 0 {
+		d = DefaultInvisible
+	}
+	return s.clamp(d)
 }
 
 func (s *Service) clamp(d time.Duration) (time.Duration, bool) {

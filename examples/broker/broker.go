@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore/consumer"
+	"github.com/brokercore/brokercore/internal/fsx"
 	"github.com/brokercore/brokercore/lock"
 	"github.com/brokercore/brokercore/offset"
 	"github.com/brokercore/brokercore/pop"
@@ -60,6 +60,8 @@ type Config struct {
 	// Now is handed to every package (nil = time.Now); tests move it.
 	Now    func() time.Time
 	Logger *slog.Logger
+
+	fsys fsx.FS // the handle key's file system (nil = fsx.OS); tests inject faults
 }
 
 func (c Config) withDefaults() Config {
@@ -94,7 +96,7 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }
@@ -203,7 +205,7 @@ func newBroker(cfg Config) (_ *Broker, err error) {
 	}
 	closers = append(closers, b.store.Close)
 
-	key, err := handleKey(filepath.Join(cfg.DataDir, "handle.key"))
+	key, err := handleKey(cfg.fsys, filepath.Join(cfg.DataDir, "handle.key"))
 	if err != nil {
 		return nil, err
 	}
@@ -248,27 +250,35 @@ func newBroker(cfg Config) (_ *Broker, err error) {
 	return b, nil
 }
 
+// handleKeySize is the length of the key that signs receipt handles.
+const handleKeySize = 32
+
+// errBadHandleKey: the handle key file exists but is not a key. The broker
+// refuses to start rather than replace it, which would turn every handle
+// in flight into a forgery.
+var errBadHandleKey = errors.New("handle key file is damaged")
+
 // handleKey loads the key that signs receipt handles, creating it on first
-// start. A key kept across restarts lets a handle from before a restart be
-// recognised as stale (409) rather than forged (404).
-func handleKey(path string) ([]byte, error) {
-	key, err := os.ReadFile(path)
-	if err == nil && len(key) == 32 {
+// start (atomically and fsynced, through fsx.WriteFile). A key kept across
+// restarts lets a handle from before a restart be recognised as stale
+// (409) rather than forged (404).
+func handleKey(fsys fsx.FS, path string) ([]byte, error) {
+	key, err := fsx.ReadFile(fsys, path)
+	switch {
+	case err == nil && len(key) == handleKeySize:
 		return key, nil
-	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	case err == nil:
+		return nil, fmt.Errorf("%w: %s holds %d bytes, want %d; restore it from a backup, or remove it to start with a new key "+
+			"(every receipt handle issued before then is refused as forged)", errBadHandleKey, path, len(key), handleKeySize)
+	case !fsx.IsNotExist(err):
 		return nil, fmt.Errorf("handle key: %w", err)
 	}
-	key = make([]byte, 32)
+	key = make([]byte, handleKeySize)
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("handle key: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, key, 0o600); err != nil {
-		return nil, fmt.Errorf("handle key: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return nil, fmt.Errorf("handle key: %w", err)
+	if err := fsx.WriteFile(fsys, path, key, 0o600); err != nil {
+		return nil, fmt.Errorf("handle key %s: %w", path, err)
 	}
 	return key, nil
 }

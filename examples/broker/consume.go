@@ -12,10 +12,11 @@ import (
 	"github.com/brokercore/brokercore/store"
 )
 
-// Pop limits and defaults.
+// Pop limits and defaults. Invisible times are not limited here: pop clamps
+// them into [pop.DefaultMinInvisible, pop.DefaultMaxInvisible] and the
+// answer says what it applied.
 const (
 	defaultInvisible = 60 * time.Second
-	maxInvisible     = 12 * time.Hour
 	maxPopBatch      = 32
 	maxAttemptIDLen  = 128
 	maxHandleLen     = 1024
@@ -93,8 +94,13 @@ type changeIn struct {
 	Invisible string `json:"invisible"`
 }
 
+// changeOut is the change-invisible answer: the new handle, and the
+// invisible time applied (clamped into 1s..12h like a pop's; clamped says
+// it was).
 type changeOut struct {
-	Handle string `json:"handle"`
+	Handle    string `json:"handle"`
+	Invisible string `json:"invisible"`
+	Clamped   bool   `json:"clamped,omitempty"`
 }
 
 func toMessageOut(m *store.Message) messageOut {
@@ -120,7 +126,8 @@ func toMessageOut(m *store.Message) messageOut {
 	return o
 }
 
-// duration parses an optional Go duration field within [0, max].
+// duration parses an optional Go duration field within [0, max] (max 0:
+// no upper bound).
 func duration(field, v string, def, max time.Duration) (time.Duration, error) {
 	if v == "" {
 		return def, nil
@@ -129,10 +136,25 @@ func duration(field, v string, def, max time.Duration) (time.Duration, error) {
 	if err != nil {
 		return 0, badField(field, "not a duration like \"30s\": %q", v)
 	}
-	if d < 0 || d > max {
+	if d < 0 {
+		return 0, badField(field, "must not be negative")
+	}
+	if max > 0 && d > max {
 		return 0, badField(field, "must be 0..%s", max)
 	}
 	return d, nil
+}
+
+// clampInvisible is what pop applies to an invisible time (the broker runs
+// pop with its default bounds).
+func clampInvisible(d time.Duration) (time.Duration, bool) {
+	switch {
+	case d < pop.DefaultMinInvisible:
+		return pop.DefaultMinInvisible, true
+	case d > pop.DefaultMaxInvisible:
+		return pop.DefaultMaxInvisible, true
+	}
+	return d, false
 }
 
 func (b *Broker) popRequest(in popIn) (pop.Request, error) {
@@ -164,11 +186,11 @@ func (b *Broker) popRequest(in popIn) (pop.Request, error) {
 		return req, badField("max", "must be 1..%d", maxPopBatch)
 	}
 	var err error
-	if req.Invisible, err = duration("invisible", in.Invisible, defaultInvisible, maxInvisible); err != nil {
+	if req.Invisible, err = duration("invisible", in.Invisible, defaultInvisible, 0); err != nil {
 		return req, err
 	}
 	if req.Invisible == 0 {
-		return req, badField("invisible", "must be more than 0")
+		return req, badField("invisible", "must be more than 0 (leave it out for the default %s)", defaultInvisible)
 	}
 	if req.Poll, err = duration("poll", in.Poll, 0, b.cfg.MaxPoll); err != nil {
 		return req, err
@@ -275,8 +297,9 @@ func (b *Broker) handleAck(_ http.ResponseWriter, r *http.Request) (any, error) 
 }
 
 // handleChangeInvisible: POST /v1/change-invisible. "0s" makes the message
-// visible again at once (a nak); the answer carries the new handle, and the
-// old one is stale from now on.
+// visible again after pop's least invisible time, 1 s (a nak); the answer
+// carries the new handle and the time applied, and the old handle is stale
+// from now on.
 func (b *Broker) handleChangeInvisible(_ http.ResponseWriter, r *http.Request) (any, error) {
 	var in changeIn
 	if err := decode(r, &in); err != nil {
@@ -288,7 +311,7 @@ func (b *Broker) handleChangeInvisible(_ http.ResponseWriter, r *http.Request) (
 	if in.Invisible == "" {
 		return nil, badField("invisible", "required, e.g. \"30s\"")
 	}
-	d, err := duration("invisible", in.Invisible, 0, maxInvisible)
+	d, err := duration("invisible", in.Invisible, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -296,5 +319,6 @@ func (b *Broker) handleChangeInvisible(_ http.ResponseWriter, r *http.Request) (
 	if err != nil {
 		return nil, err
 	}
-	return changeOut{Handle: h}, nil
+	applied, clamped := clampInvisible(d)
+	return changeOut{Handle: h, Invisible: applied.String(), Clamped: clamped}, nil
 }

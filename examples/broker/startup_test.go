@@ -19,6 +19,7 @@ func TestCorruptOffsetFileRefusesToStartInsteadOfReplayingFromZero(t *testing.T)
 	dir := t.TempDir()
 	tb := startBroker(t, dir, newFakeClock())
 	c, _ := tb.client(t)
+	require.NoError(t, c.call(t.Context(), "POST", "/v1/messages", messageIn{Topic: "t", Body: ptr("x")}, nil))
 	require.NoError(t, c.call(t.Context(), "POST", "/v1/offsets/commit", commitIn{Group: "g", Topic: "t", Offset: 0}, nil))
 	tb.stop(t)
 	tb = startBroker(t, dir, newFakeClock()) // a second flush leaves a good .bak behind
