@@ -11,27 +11,26 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/store"
 )
 
 // Property names kept with a stored message. They are RocketMQ's, so a
 // message sent over gRPC reads the same over the remoting protocol.
 const (
-	PropUniqKey         = "UNIQ_KEY"           // the client's message id
-	PropMessageGroup    = "__SHARDINGKEY"      // a FIFO message's group
-	PropBornHost        = "BORN_HOST"          // the producer's host
-	PropStartDeliver    = "__STARTDELIVERTIME" // a DELAY message's time (Unix ms)
-	PropTimerDeliverMS  = "TIMER_DELIVER_MS"
-	PropRetryTopic      = "RETRY_TOPIC"       // a dead letter's original topic
-	PropOriginMessageID = "ORIGIN_MESSAGE_ID" // a dead letter's original id
-	PropDLQOriginQueue  = "DLQ_ORIGIN_QUEUE"  // a dead letter's original queue
+	PropUniqKey        = "UNIQ_KEY"           // the client's message id
+	PropMessageGroup   = "__SHARDINGKEY"      // a FIFO message's group
+	PropBornHost       = "BORN_HOST"          // the producer's host
+	PropStartDeliver   = "__STARTDELIVERTIME" // a DELAY message's time (Unix ms)
+	PropTimerDeliverMS = "TIMER_DELIVER_MS"
 )
 
 // systemProps are never user properties: a send may not set them and a
 // receive does not show them as such.
 var systemProps = map[string]bool{
 	PropUniqKey: true, PropMessageGroup: true, PropBornHost: true, PropStartDeliver: true,
-	PropTimerDeliverMS: true, PropRetryTopic: true, PropOriginMessageID: true, PropDLQOriginQueue: true,
+	PropTimerDeliverMS: true, brokercore.PropDLQOriginTopic: true, brokercore.PropDLQOriginQueue: true,
+	brokercore.PropDLQOriginOffset: true, brokercore.PropDLQOriginMessageID: true,
 	"TAGS": true, "KEYS": true, "REAL_TOPIC": true, "REAL_QID": true, "DELAY": true,
 	"WAIT": true, "TRAN_MSG": true, "MIN_OFFSET": true, "MAX_OFFSET": true,
 }

@@ -9,11 +9,18 @@ import (
 )
 
 // setFilter puts a TAG expression on the pop ("" or "*" = every message,
-// "A || B" = tag A or B).
+// "A || B" = tag A or B; pop.Request.Filter). An expression pop would
+// refuse is answered ILLEGAL_FILTER_EXPRESSION here, before anything runs.
 func setFilter(req *pop.Request, expr string) *v2.Status {
-	expr = strings.TrimSpace(expr)
-	if expr == "" || expr == "*" {
-		return nil
+	e := strings.TrimSpace(expr)
+	if e != "" && e != "*" {
+		for _, p := range strings.Split(e, "||") {
+			p = strings.TrimSpace(p)
+			if p == "" || strings.ContainsAny(p, " \t\r\n|*") {
+				return status(v2.Code_ILLEGAL_FILTER_EXPRESSION, "illegal tag expression %q (use \"*\" or \"A || B\")", expr)
+			}
+		}
 	}
-	return status(v2.Code_UNSUPPORTED, "tag filters are not supported yet by this broker's pop service")
+	req.Filter = e
+	return nil
 }

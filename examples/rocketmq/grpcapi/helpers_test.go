@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,53 +12,29 @@ import (
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	"github.com/stretchr/testify/require"
 
-	"github.com/brokercore/brokercore/consumer"
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/grpcapi"
-	"github.com/brokercore/brokercore/offset"
 	"github.com/brokercore/brokercore/pop"
-	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
 )
 
-// core is the broker core a test serves, composed the way brokercore.Open
-// composes it (store, offsets, pop woken by store arrivals and
-// dead-lettering to %DLQ%<group>, scheduler, consumer registry).
-type core struct {
-	grpcapi.Parts
-	off *offset.Manager
-}
-
-func openCore(t testing.TB, dir string, maxAttempts int) *core {
+// openCore opens the broker core a test serves with brokercore.Open
+// (store, offsets, pop dead-lettering to %DLQ%<group>, scheduler, consumer
+// registry), closed when the test ends.
+func openCore(t testing.TB, dir string, maxAttempts int) *brokercore.Broker {
 	t.Helper()
-	st, err := store.Open(filepath.Join(dir, "store"), store.Options{})
-	require.NoError(t, err)
-	off, err := offset.Open(offset.Options{Path: filepath.Join(dir, "offsets")})
-	require.NoError(t, err)
-	svc := pop.New(st, pop.Options{
-		Offsets:     off,
-		MaxAttempts: maxAttempts,
-		DeadLetter: func(group string, m *store.Message) error {
-			return st.Append(grpcapi.DeadLetter(group, m, maxAttempts))
-		},
+	c, err := brokercore.Open(dir, brokercore.Options{
+		Store: store.Options{Sync: store.SyncNone},
+		Pop:   pop.Options{MaxAttempts: maxAttempts},
 	})
-	cancel := st.Subscribe(func(topic string, q int, _ int64) { svc.Arrived(topic, q) })
-	sch, err := schedule.New(st, schedule.Options{ProgressPath: filepath.Join(dir, "schedule", "progress")})
 	require.NoError(t, err)
-	require.NoError(t, sch.Start())
-	c := &core{Parts: grpcapi.Parts{St: st, Svc: svc, Sched: sch, Reg: consumer.New(consumer.Options{})}, off: off}
-	t.Cleanup(func() {
-		_ = sch.Stop()
-		cancel()
-		_ = svc.Close()
-		_ = st.Close()
-		_ = off.Close()
-	})
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
 // broker is a core with the gRPC server listening on 127.0.0.1.
 type broker struct {
-	*core
+	*brokercore.Broker
 	srv      *grpcapi.Server
 	endpoint string
 	dir      string
@@ -85,7 +60,7 @@ func startBrokerIn(t testing.TB, dir string, opts grpcapi.Options) *broker {
 	addr, err := srv.Listen("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	return &broker{core: c, srv: srv, endpoint: addr.String(), dir: dir}
+	return &broker{Broker: c, srv: srv, endpoint: addr.String(), dir: dir}
 }
 
 func config(endpoint, group string) *rmq.Config {

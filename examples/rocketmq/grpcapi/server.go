@@ -22,27 +22,14 @@ import (
 )
 
 // Broker is what the server needs of the broker core: the accessors of
-// brokercore.Open's *Broker (which satisfies it), or a Parts built by hand.
+// *brokercore.Broker (brokercore.Open) satisfies it. Scheduler may return
+// nil: DELAY messages are then answered UNSUPPORTED.
 type Broker interface {
 	Store() *store.Store
 	Pop() *pop.Service
 	Scheduler() *schedule.Scheduler
 	Consumers() *consumer.Registry
 }
-
-// Parts is a Broker made of pieces a host composed itself. Scheduler may
-// be nil: DELAY messages are then answered UNSUPPORTED.
-type Parts struct {
-	St    *store.Store
-	Svc   *pop.Service
-	Sched *schedule.Scheduler
-	Reg   *consumer.Registry
-}
-
-func (p Parts) Store() *store.Store            { return p.St }
-func (p Parts) Pop() *pop.Service              { return p.Svc }
-func (p Parts) Scheduler() *schedule.Scheduler { return p.Sched }
-func (p Parts) Consumers() *consumer.Registry  { return p.Reg }
 
 // ErrClosed is returned by Serve and Listen after Close.
 var ErrClosed = errors.New("grpcapi: server closed")

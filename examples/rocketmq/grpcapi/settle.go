@@ -3,44 +3,12 @@ package grpcapi
 import (
 	"context"
 	"errors"
-	"maps"
-	"strconv"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/pop"
-	"github.com/brokercore/brokercore/store"
 )
-
-// DeadLetterPrefix names the dead-letter topic of a group: "%DLQ%"+group
-// (brokercore.DeadLetterPrefix, RocketMQ's).
-const DeadLetterPrefix = "%DLQ%"
-
-// DeadLetter returns the copy of m that goes to group's dead-letter topic,
-// queue 0: same body, tags, keys and message id, with the original topic,
-// queue and id in properties. m is not modified.
-func DeadLetter(group string, m *store.Message, attempts int) *store.Message {
-	props := maps.Clone(m.Properties)
-	if props == nil {
-		props = make(map[string]string, 3)
-	}
-	props[PropRetryTopic] = m.Topic
-	props[PropOriginMessageID] = messageID(m)
-	props[PropDLQOriginQueue] = strconv.Itoa(m.QueueID)
-	if props[PropUniqKey] == "" {
-		props[PropUniqKey] = messageID(m)
-	}
-	return &store.Message{
-		Topic:          DeadLetterPrefix + group,
-		QueueID:        0,
-		Tags:           m.Tags,
-		Keys:           m.Keys,
-		Body:           m.Body,
-		Properties:     props,
-		BornAt:         m.BornAt,
-		ReconsumeTimes: attempts,
-	}
-}
 
 // handleStatus is the answer for a settle error: any refused handle is
 // INVALID_RECEIPT_HANDLE, on which the push consumer gives up at once (a
@@ -113,7 +81,8 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *v2.ChangeInvi
 }
 
 // ForwardMessageToDeadLetterQueue ends a message the push consumer gave up
-// on: it is appended to "%DLQ%"+group and then settled, which unblocks its
+// on: it is appended to brokercore.DeadLetterTopic(group) (as brokercore.Open's own dead
+// letters, brokercore.DeadLetterMessage) and then settled, which unblocks its
 // FIFO queue. The client does not ack a forwarded message.
 func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.ForwardMessageToDeadLetterQueueRequest) (*v2.ForwardMessageToDeadLetterQueueResponse, error) {
 	s.seen(ctx)
@@ -141,7 +110,7 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.Fo
 	}
 	// Append first, then settle: a crash in between delivers the message
 	// again (and may dead-letter it twice) instead of losing it.
-	if err := s.b.Store().Append(DeadLetter(group, m, int(req.GetDeliveryAttempt()))); err != nil {
+	if err := s.b.Store().Append(brokercore.DeadLetterMessage(group, m)); err != nil {
 		s.log.Warn("grpcapi: dead-letter append failed", "group", group, "topic", topic, "queue", r.queue, "offset", r.offset, "err", err)
 		return &v2.ForwardMessageToDeadLetterQueueResponse{Status: status(v2.Code_INTERNAL_ERROR, "storing the dead letter failed: %v", err)}, nil
 	}
