@@ -8,6 +8,7 @@ require (
 	github.com/brokercore/brokercore v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.72.0
 	google.golang.org/protobuf v1.36.12
 )
