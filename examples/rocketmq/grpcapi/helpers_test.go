@@ -51,6 +51,9 @@ func startBrokerIn(t testing.TB, dir string, opts grpcapi.Options) *broker {
 	if opts.MaxAttempts == 0 {
 		opts.MaxAttempts = grpcapi.DefaultMaxAttempts
 	}
+	if opts.LongPolling == 0 {
+		opts.LongPolling = 2 * time.Second // push consumers' GracefulStop waits this + 3 s
+	}
 	c := openCore(t, dir, opts.MaxAttempts)
 	if opts.CertDir == "" {
 		opts.CertDir = dir
@@ -150,4 +153,22 @@ func (s *seenSet) dups() []string {
 		}
 	}
 	return out
+}
+
+// waitDeadLetter waits until the message with id is in group's dead-letter
+// topic and returns it.
+func waitDeadLetter(t testing.TB, ctx context.Context, b *broker, group, id string) *store.Message {
+	t.Helper()
+	for ctx.Err() == nil {
+		msgs, err := b.Store().Read(brokercore.DeadLetterTopic(group), 0, 0, 1000)
+		require.NoError(t, err)
+		for _, m := range msgs {
+			if m.Properties[brokercore.PropUniqKey] == id {
+				return m
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("message %s never reached %s", id, brokercore.DeadLetterTopic(group))
+	return nil
 }

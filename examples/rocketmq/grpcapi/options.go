@@ -36,6 +36,9 @@ const (
 	// DefaultDeadlineMargin is how long before the client's deadline a
 	// long-polling receive ends, so its answer arrives in time.
 	DefaultDeadlineMargin = 1500 * time.Millisecond
+	// DefaultSettingsHold is how long the first settings answer of a
+	// Telemetry stream waits for the client's first settings re-sync.
+	DefaultSettingsHold = 1500 * time.Millisecond
 	// DefaultClientExpiry is how long a client that sent nothing (no
 	// heartbeat, no call) is remembered.
 	DefaultClientExpiry = 2 * time.Minute
@@ -90,6 +93,16 @@ type Options struct {
 	// ClientExpiry: a silent client is forgotten after it (default
 	// DefaultClientExpiry).
 	ClientExpiry time.Duration
+	// SettingsHold holds the first settings answer of a Telemetry stream
+	// until the client's first settings re-sync arrived (v5.1.4 sends it
+	// 1 s after Start), at most this long; negative = answer at once
+	// (default DefaultSettingsHold). The stock v5.1.4 client writes the
+	// settings it applies without synchronisation against that re-sync,
+	// which reads them: a data race inside the client that the race
+	// detector reports in any program (tests included) running it against
+	// a server that answers at once. Answering after the re-sync orders
+	// the two. It costs each client's Start about a second.
+	SettingsHold time.Duration
 	// Now is the clock of client bookkeeping (nil = time.Now).
 	Now func() time.Time
 	// Logger receives rejected requests, dead letters and connection events
@@ -139,6 +152,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DeadlineMargin <= 0 {
 		o.DeadlineMargin = DefaultDeadlineMargin
+	}
+	if o.SettingsHold == 0 {
+		o.SettingsHold = DefaultSettingsHold
 	}
 	if o.ClientExpiry <= 0 {
 		o.ClientExpiry = DefaultClientExpiry

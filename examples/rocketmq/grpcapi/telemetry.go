@@ -12,35 +12,84 @@ import (
 	"github.com/brokercore/brokercore/consumer"
 )
 
-// Telemetry answers every settings command with the server's settings at
-// once: every client's Start waits for that answer (with no timeout), and
-// the push consumer takes its FIFO flag, batch size, long-polling time and
-// retry backoff from it (a missing one breaks it). Nothing else waits for
-// settings: sends and receives work before they arrive.
+// Telemetry answers the first settings command of a stream with the
+// server's settings: every client's Start waits for that answer (with no
+// timeout), and the push consumer takes its FIFO flag, batch size,
+// long-polling time and retry backoff from it (a missing one breaks it).
+// Later settings commands on the stream (the client's periodic re-sync)
+// only refresh what the server knows of the client: the settings do not
+// change, and v5.1.4 applies an answer without synchronisation against its
+// own readers. Nothing else waits for settings: sends and receives work
+// before they arrive.
+//
+// Options.SettingsHold holds the first answer until the client's first
+// re-sync (1 s after its Start) arrived, at most that long, so the client's
+// own settings sync happens before it applies the answer (see SettingsHold).
 //
 // The stream stays open until the client goes away or the server closes;
 // the v5 client never closes it, so its end releases nothing — a client
 // that stops heartbeating is forgotten.
 func (s *Server) Telemetry(stream grpc.BidiStreamingServer[v2.TelemetryCommand, v2.TelemetryCommand]) error {
 	ctx := stream.Context()
-	id := clientID(ctx)
+	id, lang := clientID(ctx), language(ctx)
+	cmds := make(chan *v2.Settings)
+	errc := make(chan error, 1)
+	s.wg.Add(1)
+	go func() { // the reader; it ends with the stream
+		defer s.wg.Done()
+		for {
+			cmd, err := stream.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			if st := cmd.GetSettings(); st != nil { // thread stacks, verify results: nothing to do
+				select {
+				case cmds <- st:
+				case <-ctx.Done():
+					errc <- ctx.Err()
+					return
+				}
+			}
+		}
+	}()
+	var first *v2.Settings
+	var hold <-chan time.Time
+	answered := false
 	for {
-		cmd, err := stream.Recv()
-		if err != nil {
+		select {
+		case st := <-cmds:
+			answer := s.settingsFor(id, st, lang)
+			if answered {
+				continue
+			}
+			if first == nil && s.opts.SettingsHold > 0 {
+				first = answer
+				t := time.NewTimer(s.opts.SettingsHold)
+				defer t.Stop()
+				hold = t.C
+				continue
+			}
+			if err := s.sendSettings(stream, answer); err != nil {
+				return err
+			}
+			answered, hold = true, nil
+		case <-hold:
+			if err := s.sendSettings(stream, first); err != nil {
+				return err
+			}
+			answered, hold = true, nil
+		case err := <-errc:
 			if errors.Is(err, io.EOF) || ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		settings := cmd.GetSettings()
-		if settings == nil {
-			continue // thread stack traces, verify results: nothing to do
-		}
-		answer := s.settingsFor(id, settings, language(stream.Context()))
-		if err := stream.Send(&v2.TelemetryCommand{Status: ok(), Command: &v2.TelemetryCommand_Settings{Settings: answer}}); err != nil {
-			return err
-		}
 	}
+}
+
+func (s *Server) sendSettings(stream grpc.BidiStreamingServer[v2.TelemetryCommand, v2.TelemetryCommand], st *v2.Settings) error {
+	return stream.Send(&v2.TelemetryCommand{Status: ok(), Command: &v2.TelemetryCommand_Settings{Settings: st}})
 }
 
 // settingsFor records what the client told and returns the server settings
