@@ -20,6 +20,9 @@ const (
 // answers PULL_RETRY_IMMEDIATELY with the offset it got to.
 const maxScan = 8192
 
+// defaultPullBatch is the batch of a pull that asks for 0 messages.
+const defaultPullBatch = 32
+
 type pullReq struct {
 	group, topic string
 	queue        int
@@ -38,7 +41,7 @@ func (b *Broker) pull(ctx context.Context, c *Conn, req *Command) *Command {
 		topic:   f.topic("topic"),
 		queue:   int(f.int64In(0, maxInt32, "queueId")),
 		offset:  f.int64In(0, maxInt64, "queueOffset"),
-		max:     int(f.int64In(1, maxInt32, "maxMsgNums")),
+		max:     int(f.int64In(0, maxInt32, "maxMsgNums")), // 0: the pull consumer's default, see below
 		sysFlag: f.optInt64(0, 0, maxInt32, "sysFlag"),
 		commit:  f.optInt64(0, -1, maxInt64, "commitOffset"), // -1: none
 		suspend: time.Duration(f.optInt64(0, 0, maxInt64/int64(time.Millisecond), "suspendTimeoutMillis")) * time.Millisecond,
@@ -58,19 +61,13 @@ func (b *Broker) pull(ctx context.Context, c *Conn, req *Command) *Command {
 	if p.sysFlag&pullCommitOffset != 0 && p.commit > 0 {
 		b.commit(c, p.group, p.topic, p.queue, p.commit, "pull")
 	}
-	// A connection that has not seen an admin reset of this queue is
-	// moved to the reset offset.
-	if moved, to := b.staleView(c, p.group, p.topic, p.queue); moved {
-		b.stats.moved.Add(1)
-		b.log.Info("pull moved to reset offset", "group", p.group, "topic", p.topic, "queue", p.queue,
-			"offset", to, "channel", c.ID())
-		b.notifyLater(p.group, b.opts.ResetNotifyDelay)
-		return b.pullAnswer(req, PullOffsetMoved, to, p, nil)
-	}
 	if p.sysFlag&pullSubscription == 0 || p.expr == "" {
 		p.expr = b.subscriptionOf(p.group, p.topic)
 	}
 	tags := parseTags(p.expr)
+	if p.max == 0 {
+		p.max = defaultPullBatch // the official pull consumer sends 0
+	}
 	if p.max > store.MaxReadBatch {
 		p.max = store.MaxReadBatch
 	}
@@ -85,6 +82,16 @@ func (b *Broker) pull(ctx context.Context, c *Conn, req *Command) *Command {
 	suspended := false
 	for {
 		woken := b.arrival(p.topic, p.queue)
+		// A connection that has not seen an admin reset of this queue is
+		// moved to the reset offset (checked again after every wake-up: a
+		// reset wakes the queue's long polls).
+		if moved, to := b.staleView(c, p.group, p.topic, p.queue); moved {
+			b.stats.moved.Add(1)
+			b.log.Info("pull moved to reset offset", "group", p.group, "topic", p.topic, "queue", p.queue,
+				"offset", to, "channel", c.ID())
+			b.notifyLater(p.group, b.opts.ResetNotifyDelay)
+			return b.pullAnswer(req, PullOffsetMoved, to, p, nil)
+		}
 		min, max := b.st.MinOffset(p.topic, p.queue), b.st.MaxOffset(p.topic, p.queue)
 		if p.offset < min || p.offset > max {
 			to := min
