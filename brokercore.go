@@ -49,7 +49,8 @@ type closer struct {
 //   - the store in dir/StoreDir, whose arrivals — the scheduler's deliveries
 //     included — wake the pop service's long polls;
 //   - the offset manager persisted at dir/OffsetsFile, which the pop service
-//     commits to;
+//     commits to, bounded by the store (an offset past a queue's end is
+//     offset.ErrBeyondEnd for Commit and Reset alike);
 //   - the pop service, whose dead letters are appended to queue 0 of
 //     DeadLetterPrefix+group, and whose receipt handles are signed with the
 //     key in dir/HandleKeyFile (so handles from before a restart answer
@@ -91,7 +92,11 @@ func (b *Broker) open(dir string, opts Options) error {
 	b.store = st
 	b.add("store", st.Close)
 
-	offs, err := offset.Open(opts.Offset)
+	oo := opts.Offset
+	if oo.Bounds == nil {
+		oo.Bounds = st
+	}
+	offs, err := offset.Open(oo)
 	if err != nil {
 		return fmt.Errorf("brokercore: offsets: %w", err)
 	}

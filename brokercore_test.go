@@ -389,3 +389,41 @@ func TestOpenKeepsWhatTheHostSet(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, int64(1), off)
 }
+
+// The reproduction on the composed broker: a host commits 8 on a
+// queue pop serves, then pop's next ack would have committed 2 over it.
+func TestPlainCommitOnAPopServedQueueIsNotOverwrittenByItsAcks(t *testing.T) {
+	b := openBroker(t, t.TempDir(), testOptions(newClock()))
+	for i := range 10 {
+		require.NoError(t, b.Store().Append(msg(string(rune('a'+i)))))
+	}
+	req := pop.Request{Group: group, Topic: topic, ClientID: "c1", Max: 2, Invisible: time.Minute}
+	res, err := b.Pop().Pop(context.Background(), req)
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 2)
+
+	require.NoError(t, b.Offsets().Commit(group, topic, 0, 8))
+	for _, d := range res.Messages {
+		err := b.Pop().Ack(d.Handle)
+		require.Error(t, err, "an ack from before the commit cannot write its progress over it")
+	}
+	off, _ := b.Offsets().Committed(group, topic, 0)
+	assert.Equal(t, int64(8), off)
+	res, err = b.Pop().Pop(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"i", "j"}, bodies(res), "pop restarts at the committed offset")
+}
+
+func TestOffsetsBeyondAQueuesEndAreRefusedByCommitAndReset(t *testing.T) {
+	b := openBroker(t, t.TempDir(), testOptions(newClock()))
+	for range 5 {
+		require.NoError(t, b.Store().Append(msg("x")))
+	}
+	errCommit := b.Offsets().Commit(group, topic, 0, 99)
+	_, errReset := b.Offsets().Reset(group, topic, 0, 99)
+	require.ErrorIs(t, errCommit, offset.ErrBeyondEnd)
+	require.ErrorIs(t, errReset, offset.ErrBeyondEnd)
+	_, ok := b.Offsets().Committed(group, topic, 0)
+	assert.False(t, ok)
+	require.NoError(t, b.Offsets().Commit(group, topic, 0, 5))
+}

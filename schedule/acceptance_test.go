@@ -292,7 +292,8 @@ func TestAcceptRejectedDelayIsLoggedWithItsKeys(t *testing.T) {
 	e := newEnv(t)
 	var lb logBuffer
 	opts := e.opts()
-	opts.Logger = slog.New(slog.NewTextHandler(&lb, nil))
+	// An error returned to the caller is logged at DEBUG (issue 14).
+	opts.Logger = slog.New(slog.NewTextHandler(&lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := newSched(t, e.st, opts)
 	_, err := s.Delay(&store.Message{Topic: "rejected-topic", Body: []byte("x")}, 0)
 	require.ErrorIs(t, err, schedule.ErrInvalid)
@@ -798,7 +799,7 @@ func TestAcceptAFailedAppendIsRetriedFromTheSameOffsetNeverSkipped(t *testing.T)
 	assert.Equal(t, []string{"0", "1", "2"}, bodies(readAll(t, e.st, "real", 0)))
 	assert.Equal(t, int64(3), s.Progress()[1])
 	assert.GreaterOrEqual(t, g.appends.Load(), int64(4), "the failures were retried")
-	assert.GreaterOrEqual(t, s.Stats().Retried, int64(3))
+	assert.GreaterOrEqual(t, s.Stats().Retried, uint64(3))
 }
 
 // retainedLog is a Log whose MinOffset of the schedule queues has moved up
@@ -837,7 +838,7 @@ func TestAcceptRetentionMovingMinOffsetIsSkippedAndLoggedNotAWedge(t *testing.T)
 	require.NoError(t, s.Stop())
 	assert.Equal(t, []string{"2", "3", "4"}, bodies(readAll(t, e.st, "real", 0)))
 	assert.Contains(t, lb.String(), "level=WARN", "what retention took is logged as a warning")
-	assert.Equal(t, int64(2), s.Stats().Skipped)
+	assert.Equal(t, uint64(2), s.Stats().Skipped)
 }
 
 func TestAcceptStopDoesNotWaitOutARetryBackoff(t *testing.T) {

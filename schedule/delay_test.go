@@ -53,7 +53,7 @@ func TestNewRejectsBadOptionsWithErrInvalid(t *testing.T) {
 	s, err := New(l, Options{})
 	require.NoError(t, err)
 	assert.Len(t, s.Levels(), 18, "zero Options means DefaultLevels")
-	assert.Equal(t, DefaultTick, s.tick)
+	assert.Equal(t, DefaultTick, s.opts.Tick)
 }
 
 func TestDelayRewritesForScheduleTopicWithoutTouchingTheCaller(t *testing.T) {
@@ -214,7 +214,9 @@ func TestProgressDoesNotPassAnUndeliveredMessageWhileAppendsFail(t *testing.T) {
 	clk.Advance(time.Minute)
 	st := s.Stats()
 	assert.Equal(t, map[int]int64{1: 0}, s.Progress())
-	assert.GreaterOrEqual(t, st.Levels[0].Lag, time.Minute, "lag is now minus the due time of the oldest undelivered")
+	lag, err := time.ParseDuration(st.Levels[0].Lag)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, lag, time.Minute, "lag is now minus the due time of the oldest undelivered")
 	require.NoError(t, s.Stop())
 }
 

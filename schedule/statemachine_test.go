@@ -30,7 +30,7 @@ type instLog struct {
 }
 
 func (il *instLog) Append(msgs ...*store.Message) error {
-	if len(msgs) == 0 || msgs[0].Topic == Topic {
+	if len(msgs) == 0 || isSystemTopic(msgs[0].Topic) {
 		return il.fakeLog.Append(msgs...)
 	}
 	il.mu.Lock()
