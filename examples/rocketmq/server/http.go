@@ -65,7 +65,8 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		d := prometheus.NewDesc("rocketmq_schedule_level_delivered_total", "Messages delivered by delay level.", []string{"level"}, nil)
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(l.Delivered), lbl)
 		d = prometheus.NewDesc("rocketmq_schedule_level_lag_seconds", "Lag of the oldest undelivered message by delay level.", []string{"level"}, nil)
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, l.Lag.Seconds(), lbl)
+		lag, _ := time.ParseDuration(l.Lag)
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, lag.Seconds(), lbl)
 	}
 	emitStats(ch, "rocketmq_broker", c.s.broker.Stats())
 	emitStats(ch, "rocketmq_remoting_namesrv", c.s.nsrv.Stats())
@@ -95,6 +96,13 @@ func emitStats(ch chan<- prometheus.Metric, prefix string, stats any) {
 				continue
 			}
 			x, name = float64(tm.UnixNano())/1e9, name+"_timestamp_seconds"
+		case fv.Kind() == reflect.String:
+			// Durations are strings in Stats ("1.5s").
+			d, err := time.ParseDuration(fv.String())
+			if err != nil {
+				continue
+			}
+			x, name = d.Seconds(), name+"_seconds"
 		case fv.Kind() == reflect.Uint64:
 			x, kind, name = float64(fv.Uint()), prometheus.CounterValue, name+"_total"
 		case fv.CanInt():

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
 	"github.com/brokercore/brokercore/lock"
 )
@@ -71,9 +72,9 @@ type Config struct {
 	DelayLevels string
 	// ResetNotifyDelay: see remoting.BrokerOptions.
 	ResetNotifyDelay time.Duration
-	// Core is passed to the core (advanced; Now, Logger and the fields set
-	// above win over it).
-	Core CoreOptions
+	// Core is passed to brokercore.Open (advanced; Logger and the fields
+	// set above win over it).
+	Core brokercore.Options
 	// Logger receives every component's lines (nil = discard).
 	Logger *slog.Logger
 }
@@ -82,7 +83,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	core    *Core
+	core    *brokercore.Broker
 	topics  *remoting.Topics
 	broker  *remoting.Broker
 	nsrv    *remoting.Server
@@ -180,7 +181,12 @@ func Start(cfg Config) (s *Server, err error) {
 			userLock(ev)
 		}
 	}
-	if s.core, err = OpenCore(cfg.Dir, co); err != nil {
+	if co.LockSweepEvery == 0 {
+		// Expired leases are swept (and their group told) within a second:
+		// handover of an orderly queue follows the lease closely.
+		co.LockSweepEvery = time.Second
+	}
+	if s.core, err = brokercore.Open(cfg.Dir, co); err != nil {
 		bl.Close()
 		nl.Close()
 		return s, err
@@ -267,8 +273,8 @@ func (s *Server) Close() error {
 	return s.closeEr
 }
 
-// Core is the broker core.
-func (s *Server) Core() *Core { return s.core }
+// Core is the broker core (brokercore.Open).
+func (s *Server) Core() *brokercore.Broker { return s.core }
 
 // Topics is the topic table shared by the name server and the broker.
 func (s *Server) Topics() *remoting.Topics { return s.topics }
