@@ -212,3 +212,20 @@ func TestHeartbeatRegistersAndCreatesRetryTopic(t *testing.T) {
 	rc.c.Close()
 	require.Eventually(t, func() bool { return len(b.Server.Core().Consumers().Clients("g")) == 0 }, 5*time.Second, 10*time.Millisecond)
 }
+
+func TestTimerPropertyGoesThroughSchedulerTimers(t *testing.T) {
+	b := rmqtest.Start(t)
+	rc := dial(t, b.Broker)
+	s := sendReq("timed", 0, "soon")
+	s.ExtFields["properties"] = "UNIQ_KEY\x01u1\x02TIMER_DELAY_MS\x01300\x02"
+	start := time.Now()
+	require.Equal(t, remoting.Success, rc.call(s).Code)
+	require.Zero(t, b.Server.Core().Store().MaxOffset("timed", 0), "not delivered at once")
+	require.Eventually(t, func() bool { return b.Server.Core().Store().MaxOffset("timed", 0) == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+	bad := sendReq("timed", 0, "x")
+	bad.ExtFields["properties"] = "TIMER_DELIVER_MS\x01later\x02"
+	resp := rc.call(bad)
+	require.Equal(t, remoting.MessageIllegal, resp.Code)
+	require.Contains(t, resp.Remark, "TIMER_DELIVER_MS")
+}

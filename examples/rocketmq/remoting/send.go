@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/brokercore/brokercore/store"
 )
@@ -78,15 +79,26 @@ func (b *Broker) send(c *Conn, req *Command) *Command {
 			b.stats.sendRejected.Add(1)
 			return NewResponse(req, MessageIllegal, err.Error())
 		}
-		if lv > 0 {
-			d, err := b.core.Scheduler().Delay(m, lv)
-			if err != nil {
-				b.stats.sendRejected.Add(1)
-				return NewResponse(req, MessageIllegal, err.Error())
-			}
-			msgs[i] = d
-			b.stats.delayed.Add(1)
+		at, err := deliverAt(m.Properties)
+		if err != nil {
+			b.stats.sendRejected.Add(1)
+			return NewResponse(req, MessageIllegal, err.Error())
 		}
+		var d *store.Message
+		switch {
+		case lv > 0:
+			d, err = b.core.Scheduler().Delay(m, lv)
+		case !at.IsZero():
+			d, err = b.core.Scheduler().At(m, at)
+		default:
+			continue
+		}
+		if err != nil {
+			b.stats.sendRejected.Add(1)
+			return NewResponse(req, MessageIllegal, err.Error())
+		}
+		msgs[i] = d
+		b.stats.delayed.Add(1)
 	}
 	if err := b.st.Append(msgs...); err != nil {
 		b.stats.sendRejected.Add(1)
@@ -155,4 +167,39 @@ func delayLevel(props map[string]string) (int, error) {
 		return 0, fmt.Errorf("property DELAY=%q is not a delay level", v)
 	}
 	return n, nil
+}
+
+// Timer properties: an absolute delivery time in Unix ms (RocketMQ 4's
+// __STARTDELIVERTIME, 5's TIMER_DELIVER_MS) or a delay (TIMER_DELAY_SEC,
+// TIMER_DELAY_MS).
+const (
+	PropStartDeliverTime = "__STARTDELIVERTIME"
+	PropTimerDeliverMS   = "TIMER_DELIVER_MS"
+	PropTimerDelaySec    = "TIMER_DELAY_SEC"
+	PropTimerDelayMS     = "TIMER_DELAY_MS"
+)
+
+// deliverAt reads the timer properties: the zero time for none.
+func deliverAt(props map[string]string) (time.Time, error) {
+	for _, k := range []string{PropTimerDeliverMS, PropStartDeliverTime, PropTimerDelayMS, PropTimerDelaySec} {
+		v, ok := props[k]
+		if !ok || v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > maxInt64/int64(time.Millisecond) {
+			return time.Time{}, fmt.Errorf("property %s=%q is not a non-negative integer", k, v)
+		}
+		switch k {
+		case PropTimerDelayMS:
+			return time.Now().Add(time.Duration(n) * time.Millisecond), nil
+		case PropTimerDelaySec:
+			if n > maxInt64/int64(time.Second) {
+				return time.Time{}, fmt.Errorf("property %s=%q too large", k, v)
+			}
+			return time.Now().Add(time.Duration(n) * time.Second), nil
+		}
+		return time.UnixMilli(n), nil
+	}
+	return time.Time{}, nil
 }
