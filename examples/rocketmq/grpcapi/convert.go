@@ -21,15 +21,18 @@ const (
 	PropUniqKey        = "UNIQ_KEY"           // the client's message id
 	PropMessageGroup   = "__SHARDINGKEY"      // a FIFO message's group
 	PropBornHost       = "BORN_HOST"          // the producer's host
-	PropStartDeliver   = "__STARTDELIVERTIME" // a DELAY message's time (Unix ms)
-	PropTimerDeliverMS = "TIMER_DELIVER_MS"
+	PropStartDeliver   = "__STARTDELIVERTIME" // the scheduler's timer properties,
+	PropTimerDeliverMS = "TIMER_DELIVER_MS"   // removed when a timer delivers
+	// PropDeliveryTime is a DELAY message's delivery time (Unix ms) as the
+	// producer set it; it stays with the message so that receivers see it.
+	PropDeliveryTime = "DELIVERY_TIME_MS"
 )
 
 // systemProps are never user properties: a send may not set them and a
 // receive does not show them as such.
 var systemProps = map[string]bool{
 	PropUniqKey: true, PropMessageGroup: true, PropBornHost: true, PropStartDeliver: true,
-	PropTimerDeliverMS: true, brokercore.PropDLQOriginTopic: true, brokercore.PropDLQOriginQueue: true,
+	PropTimerDeliverMS: true, PropDeliveryTime: true, brokercore.PropDLQOriginTopic: true, brokercore.PropDLQOriginQueue: true,
 	brokercore.PropDLQOriginOffset: true, brokercore.PropDLQOriginMessageID: true,
 	"TAGS": true, "KEYS": true, "REAL_TOPIC": true, "REAL_QID": true, "DELAY": true,
 	"WAIT": true, "TRAN_MSG": true, "MIN_OFFSET": true, "MAX_OFFSET": true,
@@ -99,7 +102,7 @@ func toProto(m *store.Message, handle string, attempts int, invisible time.Durat
 }
 
 func deliverMS(m *store.Message) int64 {
-	for _, k := range []string{PropTimerDeliverMS, PropStartDeliver} {
+	for _, k := range []string{PropDeliveryTime, PropTimerDeliverMS, PropStartDeliver} {
 		if v := m.Properties[k]; v != "" {
 			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
 				return ms

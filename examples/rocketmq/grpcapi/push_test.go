@@ -36,6 +36,7 @@ func fastRetries() grpcapi.Options {
 // TestPushConsumerConcurrentReceivesEverything: a stock push consumer gets
 // every message once (all acked, none redelivered).
 func TestPushConsumerConcurrentReceivesEverything(t *testing.T) {
+	t.Parallel()
 	const n = 300
 	b := startBroker(t, grpcapi.Options{})
 	topic := "push-conc"
@@ -67,6 +68,7 @@ func TestPushConsumerConcurrentReceivesEverything(t *testing.T) {
 // TestPushConsumerFIFOInOrderPerGroup: a FIFO push consumer group ("-fifo")
 // gets every message group's messages in send order.
 func TestPushConsumerFIFOInOrderPerGroup(t *testing.T) {
+	t.Parallel()
 	const groups, per = 3, 50
 	b := startBroker(t, grpcapi.Options{})
 	topic := "push-fifo"
@@ -118,6 +120,7 @@ func TestPushConsumerFIFOInOrderPerGroup(t *testing.T) {
 // backoff with a higher attempt, exactly max-attempts times, and then the
 // server moves it to %DLQ%<group>.
 func TestPushConsumerRetriesWithBackoffThenDeadLetters(t *testing.T) {
+	t.Parallel()
 	opts := fastRetries()
 	b := startBroker(t, opts)
 	topic, group := "push-poison", "push-poison-g"
@@ -152,6 +155,7 @@ func TestPushConsumerRetriesWithBackoffThenDeadLetters(t *testing.T) {
 // consumer retries locally (the server keeps the message invisible) and
 // forwards it to the DLQ at max attempts; the group then flows again.
 func TestPushConsumerFIFOForwardsToDeadLetterAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
 	opts := fastRetries()
 	b := startBroker(t, opts)
 	topic, group := "push-fifo-poison", "pfp-fifo"

@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
@@ -66,7 +67,7 @@ func (s *Server) popRequest(ctx context.Context, id string, req *v2.ReceiveMessa
 	if !validName(group) {
 		return pop.Request{}, status(v2.Code_ILLEGAL_CONSUMER_GROUP, "illegal consumer group %q", group)
 	}
-	if !validName(topic) {
+	if !validTopic(topic) {
 		return pop.Request{}, status(v2.Code_ILLEGAL_TOPIC, "illegal topic name %q", topic)
 	}
 	preq := pop.Request{Group: group, Topic: topic, ClientID: id, QueueID: pop.AllQueues}
@@ -103,6 +104,12 @@ func (s *Server) popRequest(ctx context.Context, id string, req *v2.ReceiveMessa
 	if s.opts.isFIFO(group) {
 		preq.FIFO = true
 		preq.AttemptID = req.GetAttemptId()
+		if preq.AttemptID == "" {
+			// A receive without an attempt id (the simple consumer's) is a
+			// new attempt: an empty id must not re-enter another empty-id
+			// receive's batch.
+			preq.AttemptID = s.attemptPrefix + strconv.FormatUint(s.attempts.Add(1), 36)
+		}
 	}
 	return preq, nil
 }

@@ -8,6 +8,7 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/brokercore/brokercore/consumer"
+	"github.com/brokercore/brokercore/schedule"
 )
 
 // maxNameLen is RocketMQ's limit for topic and group names.
@@ -33,6 +34,15 @@ func validName(n string) bool {
 	}
 	return true
 }
+
+// systemTopic reports the scheduler's internal topics, which clients may
+// neither send to nor read.
+func systemTopic(n string) bool {
+	return n == schedule.Topic || n == schedule.TimerTopic || n == schedule.ProgressTopic
+}
+
+// validTopic is a name a client may use as a topic.
+func validTopic(n string) bool { return validName(n) && !systemTopic(n) }
 
 // endpoints is the address clients are told to use for every later call:
 // Options.Advertise, else the access point the client reached us by, else
@@ -104,7 +114,7 @@ func (s *Server) queue(topic *v2.Resource, id int32, ep *v2.Endpoints) *v2.Messa
 func (s *Server) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2.QueryRouteResponse, error) {
 	s.seen(ctx)
 	name := req.GetTopic().GetName()
-	if !validName(name) {
+	if !validTopic(name) {
 		return &v2.QueryRouteResponse{Status: s.reject(ctx, "QueryRoute", status(v2.Code_ILLEGAL_TOPIC, "illegal topic name %q", name), "topic", name)}, nil
 	}
 	return &v2.QueryRouteResponse{Status: ok(), MessageQueues: s.queues(req.GetTopic(), s.endpoints(req.GetEndpoints()))}, nil
@@ -118,7 +128,7 @@ func (s *Server) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2
 func (s *Server) QueryAssignment(ctx context.Context, req *v2.QueryAssignmentRequest) (*v2.QueryAssignmentResponse, error) {
 	s.seen(ctx)
 	name, group := req.GetTopic().GetName(), req.GetGroup().GetName()
-	if !validName(name) {
+	if !validTopic(name) {
 		return &v2.QueryAssignmentResponse{Status: s.reject(ctx, "QueryAssignment", status(v2.Code_ILLEGAL_TOPIC, "illegal topic name %q", name), "topic", name, "group", group)}, nil
 	}
 	if !validName(group) {

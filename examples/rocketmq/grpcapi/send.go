@@ -65,7 +65,7 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 	topic := pm.GetTopic().GetName()
 	sp := pm.GetSystemProperties()
 	switch {
-	case !validName(topic):
+	case !validTopic(topic):
 		return nil, status(v2.Code_ILLEGAL_TOPIC, "illegal topic name %q", topic)
 	case sp == nil:
 		return nil, status(v2.Code_BAD_REQUEST, "message without system properties")
@@ -144,7 +144,7 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 			return nil, status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a FIFO message has no delivery time")
 		}
 		props[PropMessageGroup] = g
-		m.QueueID = s.groupQueue(g)
+		m.QueueID = s.GroupQueue(g)
 		return m, nil
 	case v2.MessageType_DELAY:
 		if sp.DeliveryTimestamp == nil || !sp.GetDeliveryTimestamp().IsValid() {
@@ -165,7 +165,7 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 // normal message stored at once.
 func (s *Server) delay(m *store.Message, at time.Time) (*store.Message, *v2.Status) {
 	m.QueueID = int(s.rr.Add(1) % uint64(s.opts.Queues))
-	m.Properties[PropStartDeliver] = strconv.FormatInt(at.UnixMilli(), 10)
+	m.Properties[PropDeliveryTime] = strconv.FormatInt(at.UnixMilli(), 10)
 	if !at.After(s.opts.Now()) {
 		return m, nil
 	}
@@ -181,9 +181,10 @@ func (s *Server) delay(m *store.Message, at time.Time) (*store.Message, *v2.Stat
 	return out, nil
 }
 
-// groupQueue is the queue of a FIFO message group: a stable hash, so all
-// of a group's messages share one queue and keep their order.
-func (s *Server) groupQueue(group string) int {
+// GroupQueue is the queue a FIFO message group's messages go to: a stable
+// hash, so all of a group's messages share one queue and keep their order
+// (and groups on different queues never wait for each other).
+func (s *Server) GroupQueue(group string) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(group))
 	return int(h.Sum32() % uint32(s.opts.Queues))

@@ -2,7 +2,9 @@ package grpcapi
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +49,9 @@ type Server struct {
 	clients *clientTable
 	rr      atomic.Uint64 // round robin of normal sends
 
+	attemptPrefix string        // server-made FIFO attempt ids: prefix + counter
+	attempts      atomic.Uint64 // of receives that carry none
+
 	mu     sync.Mutex
 	lns    []*sniffListener
 	closed bool
@@ -74,8 +79,9 @@ func New(b Broker, opts Options) (*Server, error) {
 			NextProtos:   []string{"h2"},
 			MinVersion:   tls.VersionTLS12,
 		},
-		clients: newClientTable(),
-		done:    make(chan struct{}),
+		clients:       newClientTable(),
+		done:          make(chan struct{}),
+		attemptPrefix: "srv-" + randomHex(8) + "-",
 	}
 	s.gs = grpc.NewServer(
 		grpc.MaxRecvMsgSize(opts.MaxBodySize+(1<<20)),
@@ -176,6 +182,12 @@ func (s *Server) sweepLoop() {
 			}
 		}
 	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // ok is the status every successful answer carries.

@@ -23,6 +23,7 @@ import (
 // grpc-go refuses a server without ALPN h2; plaintext must work on the
 // same port.
 func TestTLSAndPlaintextServedOnOnePort(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t, grpcapi.Options{})
 	tlsCfg := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}
 	for name, cred := range map[string]grpc.DialOption{
@@ -52,6 +53,7 @@ func TestTLSAndPlaintextServedOnOnePort(t *testing.T) {
 // TestCertificateIsKeptAcrossRestarts: the self-signed certificate lives
 // under the data directory.
 func TestCertificateIsKeptAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	certs := t.TempDir()
 	fingerprint := func() []byte {
 		b := startBroker(t, grpcapi.Options{CertDir: certs})
@@ -71,6 +73,7 @@ func TestCertificateIsKeptAcrossRestarts(t *testing.T) {
 // reach a stock simple consumer exactly once with acks, and nothing acked
 // comes back within its invisible time.
 func TestSendReceiveAck2000ExactlyOnce(t *testing.T) {
+	t.Parallel()
 	const n = 2000
 	b := startBroker(t, grpcapi.Options{})
 	topic := "t2000"
