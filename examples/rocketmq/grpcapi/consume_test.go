@@ -189,12 +189,14 @@ func waitNothing(t testing.TB, ctx context.Context, c rmq.SimpleConsumer, d time
 }
 
 // fifoGroups picks n message group names that go to n different queues.
-func fifoGroups(b *broker, n int) []string {
+func fifoGroups(t testing.TB, b *broker, topic string, n int) []string {
 	var out []string
 	used := map[int]bool{}
 	for i := 0; len(out) < n; i++ {
 		g := fmt.Sprintf("order-%d", i)
-		if q := b.srv.GroupQueue(g); !used[q] {
+		q, err := b.srv.GroupQueue(topic, g)
+		require.NoError(t, err)
+		if !used[q] {
 			used[q] = true
 			out = append(out, g)
 		}
@@ -211,7 +213,7 @@ func TestFIFOThreeGroupsInOrderWhileOthersFlow(t *testing.T) {
 	const per = 50
 	b := startBroker(t, grpcapi.Options{})
 	topic := "fifo3"
-	groups := fifoGroups(b, 3)
+	groups := fifoGroups(t, b, topic, 3)
 	p := newProducer(t, b.endpoint, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -56,9 +56,13 @@ type Options struct {
 	// start, stable across restarts); "" = a fresh one in memory.
 	CertDir string
 	// Queues is the number of queues of every topic's route (default
-	// DefaultQueues). A FIFO message goes to queue hash(message_group) mod
-	// Queues; a normal one round robin.
+	// DefaultQueues) when QueueCount is nil. A FIFO message goes to queue
+	// hash(message_group) mod the count; a normal one round robin.
 	Queues int
+	// QueueCount, if set, gives a topic's queue count (creating the topic
+	// if needed), so that the gRPC routes agree with another protocol's
+	// topic table; an error answers the call ILLEGAL_TOPIC.
+	QueueCount func(topic string) (int, error)
 	// FIFOSuffix marks FIFO consumer groups (default DefaultFIFOSuffix);
 	// FIFOGroups names more.
 	FIFOSuffix string

@@ -91,8 +91,8 @@ func parseEndpoints(hostport string) *v2.Endpoints {
 // queues is a topic's route: Options.Queues readable and writable queues in
 // a stable order (the client compares routes index by index and sends a
 // FIFO message to queues[hash(group) mod n]).
-func (s *Server) queues(topic *v2.Resource, ep *v2.Endpoints) []*v2.MessageQueue {
-	out := make([]*v2.MessageQueue, s.opts.Queues)
+func (s *Server) queues(topic *v2.Resource, n int, ep *v2.Endpoints) []*v2.MessageQueue {
+	out := make([]*v2.MessageQueue, n)
 	for i := range out {
 		out[i] = s.queue(topic, int32(i), ep)
 	}
@@ -109,6 +109,19 @@ func (s *Server) queue(topic *v2.Resource, id int32, ep *v2.Endpoints) *v2.Messa
 	}
 }
 
+// queueCount is the topic's number of queues (Options.QueueCount or
+// Options.Queues).
+func (s *Server) queueCount(topic string) (int, *v2.Status) {
+	if s.opts.QueueCount == nil {
+		return s.opts.Queues, nil
+	}
+	n, err := s.opts.QueueCount(topic)
+	if err != nil || n <= 0 {
+		return 0, status(v2.Code_ILLEGAL_TOPIC, "topic %q: %v", topic, err)
+	}
+	return n, nil
+}
+
 // QueryRoute answers every topic with Options.Queues queues on this broker:
 // a topic exists once something is sent to it.
 func (s *Server) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2.QueryRouteResponse, error) {
@@ -117,7 +130,11 @@ func (s *Server) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2
 	if !validTopic(name) {
 		return &v2.QueryRouteResponse{Status: s.reject(ctx, "QueryRoute", status(v2.Code_ILLEGAL_TOPIC, "illegal topic name %q", name), "topic", name)}, nil
 	}
-	return &v2.QueryRouteResponse{Status: ok(), MessageQueues: s.queues(req.GetTopic(), s.endpoints(req.GetEndpoints()))}, nil
+	n, st := s.queueCount(name)
+	if st != nil {
+		return &v2.QueryRouteResponse{Status: s.reject(ctx, "QueryRoute", st, "topic", name)}, nil
+	}
+	return &v2.QueryRouteResponse{Status: ok(), MessageQueues: s.queues(req.GetTopic(), n, s.endpoints(req.GetEndpoints()))}, nil
 }
 
 // QueryAssignment gives every push consumer the whole topic on this broker

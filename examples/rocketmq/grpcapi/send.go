@@ -117,6 +117,10 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 		m.BornAt = s.opts.Now()
 	}
 
+	queues, st := s.queueCount(topic)
+	if st != nil {
+		return nil, st
+	}
 	typ := sp.GetMessageType()
 	if typ == v2.MessageType_MESSAGE_TYPE_UNSPECIFIED {
 		switch {
@@ -133,7 +137,7 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 		if sp.MessageGroup != nil || sp.DeliveryTimestamp != nil {
 			return nil, status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a NORMAL message has no message group or delivery time")
 		}
-		m.QueueID = int(s.rr.Add(1) % uint64(s.opts.Queues))
+		m.QueueID = int(s.rr.Add(1) % uint64(queues))
 		return m, nil
 	case v2.MessageType_FIFO:
 		g := sp.GetMessageGroup()
@@ -144,7 +148,7 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 			return nil, status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a FIFO message has no delivery time")
 		}
 		props[PropMessageGroup] = g
-		m.QueueID = s.GroupQueue(g)
+		m.QueueID = groupQueue(g, queues)
 		return m, nil
 	case v2.MessageType_DELAY:
 		if sp.DeliveryTimestamp == nil || !sp.GetDeliveryTimestamp().IsValid() {
@@ -153,6 +157,7 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 		if sp.MessageGroup != nil {
 			return nil, status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a DELAY message has no message group")
 		}
+		m.QueueID = int(s.rr.Add(1) % uint64(queues))
 		return s.delay(m, sp.GetDeliveryTimestamp().AsTime())
 	case v2.MessageType_TRANSACTION:
 		return nil, status(v2.Code_NOT_IMPLEMENTED, "transactional messages are not implemented by this broker")
@@ -164,7 +169,6 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 // delay hands m to the scheduler's timers; a time already passed is a
 // normal message stored at once.
 func (s *Server) delay(m *store.Message, at time.Time) (*store.Message, *v2.Status) {
-	m.QueueID = int(s.rr.Add(1) % uint64(s.opts.Queues))
 	m.Properties[PropDeliveryTime] = strconv.FormatInt(at.UnixMilli(), 10)
 	if !at.After(s.opts.Now()) {
 		return m, nil
@@ -184,8 +188,16 @@ func (s *Server) delay(m *store.Message, at time.Time) (*store.Message, *v2.Stat
 // GroupQueue is the queue a FIFO message group's messages go to: a stable
 // hash, so all of a group's messages share one queue and keep their order
 // (and groups on different queues never wait for each other).
-func (s *Server) GroupQueue(group string) int {
+func (s *Server) GroupQueue(topic, group string) (int, error) {
+	n, st := s.queueCount(topic)
+	if st != nil {
+		return 0, errors.New(st.GetMessage())
+	}
+	return groupQueue(group, n), nil
+}
+
+func groupQueue(group string, queues int) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(group))
-	return int(h.Sum32() % uint32(s.opts.Queues))
+	return int(h.Sum32() % uint32(queues))
 }

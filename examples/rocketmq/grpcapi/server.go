@@ -117,6 +117,29 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 	return sl.Addr(), nil
 }
 
+// Start is New and Listen in one call: what a program does.
+func Start(b Broker, addr string, opts Options) (*Server, error) {
+	s, err := New(b, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Listen(addr); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Addr is the address of the first listener ("" before Listen or Serve).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.lns) == 0 {
+		return ""
+	}
+	return s.lns[0].Addr().String()
+}
+
 // Serve serves TLS and plaintext gRPC on ln until Close (blocking).
 func (s *Server) Serve(ln net.Listener) error {
 	sl, err := s.add(ln)
