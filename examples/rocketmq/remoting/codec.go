@@ -134,8 +134,22 @@ func Decode(frame []byte) (*Command, error) {
 }
 
 func decodeJSONHeader(b []byte) (*Command, error) {
-	// Decode extFields loosely first, so a number there is reported, not
-	// silently dropped.
+	// Fast path: what the client sends (every extFields value a string).
+	var h struct {
+		Code      *int16            `json:"code"`
+		Language  string            `json:"language"`
+		Version   int16             `json:"version"`
+		Opaque    int32             `json:"opaque"`
+		Flag      int32             `json:"flag"`
+		Remark    string            `json:"remark"`
+		ExtFields map[string]string `json:"extFields"`
+	}
+	if err := json.Unmarshal(b, &h); err == nil && h.Code != nil {
+		return &Command{Code: *h.Code, Language: h.Language, Version: h.Version, Opaque: h.Opaque, Flag: h.Flag,
+			Remark: h.Remark, ExtFields: h.ExtFields}, nil
+	}
+	// Slow path: decode extFields loosely, so a number there is kept as
+	// text (and validated like any value) instead of failing the header.
 	var raw struct {
 		Code      *int16                     `json:"code"`
 		Language  json.RawMessage            `json:"language"`

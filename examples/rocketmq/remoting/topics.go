@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"sync"
 
@@ -26,7 +25,18 @@ const (
 	MaxGroupLen = MaxTopicLen - len(RetryPrefix)
 )
 
-var nameRE = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+// validName reports whether s is made of [%|a-zA-Z0-9_-] only.
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '%', c == '|', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // ErrTopicName reports a topic name outside [%|a-zA-Z0-9_-]{1,127}.
 var ErrTopicName = errors.New("invalid topic name")
@@ -41,7 +51,7 @@ func ValidTopic(t string) error {
 		return fmt.Errorf("%w: empty", ErrTopicName)
 	case len(t) > MaxTopicLen:
 		return fmt.Errorf("%w: %d characters, at most %d", ErrTopicName, len(t), MaxTopicLen)
-	case !nameRE.MatchString(t):
+	case !validName(t):
 		return fmt.Errorf("%w: %q has characters outside [%%|a-zA-Z0-9_-]", ErrTopicName, t)
 	}
 	return nil
@@ -54,7 +64,7 @@ func ValidGroup(g string) error {
 		return fmt.Errorf("%w: empty", ErrGroupName)
 	case len(g) > MaxGroupLen:
 		return fmt.Errorf("%w: %d characters, at most %d", ErrGroupName, len(g), MaxGroupLen)
-	case !nameRE.MatchString(g):
+	case !validName(g):
 		return fmt.Errorf("%w: %q has characters outside [%%|a-zA-Z0-9_-]", ErrGroupName, g)
 	}
 	return nil

@@ -29,6 +29,7 @@ import (
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
 	"github.com/brokercore/brokercore/lock"
+	"github.com/brokercore/brokercore/store"
 )
 
 // Defaults of Config.
@@ -68,6 +69,12 @@ type Config struct {
 	// LockMaxLiveTime is the orderly queue lock's lease (default
 	// lock.DefaultMaxLiveTime, 60 s, Apache's lockMaxLiveTime).
 	LockMaxLiveTime time.Duration
+	// Flush is the store's durability: "sync" (default: a send is answered
+	// after its fsync, shared by concurrent sends — group commit) or "async"
+	// (Apache RocketMQ's default ASYNC_FLUSH: answered once written to the
+	// log file, fsynced every second; a process crash loses nothing, a
+	// machine crash up to a second).
+	Flush string
 	// DelayLevels overrides the scheduler's levels ("" = RocketMQ's 18).
 	DelayLevels string
 	// ResetNotifyDelay: see remoting.BrokerOptions.
@@ -154,6 +161,13 @@ func Start(cfg Config) (s *Server, err error) {
 	co.Logger = cfg.Logger
 	if cfg.LockMaxLiveTime > 0 {
 		co.Lock.MaxLiveTime = cfg.LockMaxLiveTime
+	}
+	switch cfg.Flush {
+	case "", "sync":
+	case "async":
+		co.Store.Sync = store.SyncInterval
+	default:
+		return s, fmt.Errorf("server: Flush %q: want sync or async", cfg.Flush)
 	}
 	if cfg.DelayLevels != "" {
 		co.Schedule.Levels = cfg.DelayLevels
