@@ -33,6 +33,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.IntVar(&cfg.QueueNums, "queues", server.DefaultQueueNums, "queues of an auto-created topic")
 	fs.DurationVar(&cfg.LockMaxLiveTime, "lock-max-live-time", 60*time.Second, "orderly queue lock lease")
 	fs.StringVar(&cfg.Flush, "flush", "sync", "sync: answer a send after its fsync (group commit); async: fsync every second (Apache's default)")
+	grpcFlags(fs, &cfg)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return 2

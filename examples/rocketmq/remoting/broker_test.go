@@ -9,6 +9,7 @@ import (
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
+	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/require"
 )
 
@@ -228,4 +229,59 @@ func TestTimerPropertyGoesThroughSchedulerTimers(t *testing.T) {
 	resp := rc.call(bad)
 	require.Equal(t, remoting.MessageIllegal, resp.Code)
 	require.Contains(t, resp.Remark, "TIMER_DELIVER_MS")
+}
+
+func TestSendBackToRetryThenDeadLetterPastMaxReconsumeTimes(t *testing.T) {
+	b := rmqtest.StartConfig(t, server.Config{DelayLevels: strings.TrimSpace(strings.Repeat("1s ", 18))})
+	rc := dial(t, b.Broker)
+	st := b.Server.Core().Store()
+	require.NoError(t, st.Append(&store.Message{Topic: "t", Body: []byte("fresh"), Properties: map[string]string{"UNIQ_KEY": "u1"}}))
+	require.NoError(t, st.Append(&store.Message{Topic: "t", Body: []byte("tired"), ReconsumeTimes: 3, Properties: map[string]string{"UNIQ_KEY": "u2"}}))
+	back := func(logOff, max string) *remoting.Command {
+		return rc.call(req(remoting.CodeConsumerSendMsgBack, map[string]string{"group": "g", "offset": logOff, "delayLevel": "0",
+			"originMsgId": "u", "originTopic": "t", "maxReconsumeTimes": max}, nil))
+	}
+	require.Equal(t, remoting.Success, back("0", "16").Code)
+	require.Equal(t, remoting.Success, back("1", "3").Code, "reconsume times 3 of at most 3: dead letter")
+	dlq, err := st.Read("%DLQ%g", 0, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, dlq, 1)
+	require.Equal(t, "tired", string(dlq[0].Body))
+	require.Equal(t, "t", dlq[0].Properties["RETRY_TOPIC"])
+	// The retry copy waits in the scheduler (level 3), then lands in %RETRY%g.
+	require.Zero(t, st.MaxOffset("%RETRY%g", 0))
+	require.Eventually(t, func() bool { return st.MaxOffset("%RETRY%g", 0) == 1 }, 10*time.Second, 10*time.Millisecond)
+	retry, err := st.Read("%RETRY%g", 0, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, "fresh", string(retry[0].Body))
+	require.Equal(t, 1, retry[0].ReconsumeTimes)
+	require.Equal(t, "t", retry[0].Properties["RETRY_TOPIC"])
+	require.Equal(t, "u", retry[0].Properties["ORIGIN_MESSAGE_ID"])
+	require.Equal(t, "u1", retry[0].Properties["UNIQ_KEY"])
+	_, ok := b.Server.Topics().Queues("%DLQ%g")
+	require.True(t, ok, "the dead-letter topic routes")
+}
+
+func TestLockBatchHoldsRenewsAndRefusesOthers(t *testing.T) {
+	b := rmqtest.Start(t)
+	rc := dial(t, b.Broker)
+	body := func(client string) []byte {
+		return []byte(`{"consumerGroup":"g","clientId":"` + client + `","mqSet":[{"topic":"t","brokerName":"broker-a","queueId":0},{"topic":"t","brokerName":"broker-a","queueId":1}]}`)
+	}
+	var out struct {
+		MQs []struct {
+			QueueID int `json:"queueId"`
+		} `json:"lockOKMQSet"`
+	}
+	resp := rc.call(req(remoting.CodeLockBatchMQ, nil, body("A")))
+	require.NoError(t, json.Unmarshal(resp.Body, &out))
+	require.Len(t, out.MQs, 2)
+	resp = rc.call(req(remoting.CodeLockBatchMQ, nil, body("B")))
+	out.MQs = nil
+	require.NoError(t, json.Unmarshal(resp.Body, &out))
+	require.Empty(t, out.MQs, "held by A")
+	require.Equal(t, remoting.Success, rc.call(req(remoting.CodeUnlockBatchMQ, nil, body("A"))).Code)
+	resp = rc.call(req(remoting.CodeLockBatchMQ, nil, body("B")))
+	require.NoError(t, json.Unmarshal(resp.Body, &out))
+	require.Len(t, out.MQs, 2, "free after A's unlock")
 }
