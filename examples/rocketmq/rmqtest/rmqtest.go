@@ -76,6 +76,7 @@ func New(cfg server.Config) (*Broker, error) {
 	if cfg.Logger == nil && os.Getenv("RMQTEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	withGRPC(&cfg)
 	for _, a := range []*string{&cfg.NameSrvAddr, &cfg.BrokerAddr, &cfg.MetricsAddr} {
 		if *a == "" {
 			*a = "127.0.0.1:0"
