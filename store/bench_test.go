@@ -361,3 +361,43 @@ func BenchmarkHeap1M(b *testing.B) {
 		s.Close()
 	}
 }
+
+// BenchmarkAppendManyQueues is Append(1) of 1 KiB under SyncNone spread
+// round-robin over 1 and over 10,000 queues (target: 10,000 queues ≥ 0.7×
+// the msgs/s of 1 in the same run), with the time Close takes afterwards
+// (target < 100 ms at 10,000 queues) and the checkpoints written.
+func BenchmarkAppendManyQueues(b *testing.B) {
+	for _, nq := range []int{1, 10000} {
+		b.Run(fmt.Sprintf("queues%d", nq), func(b *testing.B) {
+			s := openT(b, b.TempDir(), Options{Sync: SyncNone})
+			msgs := make([]*Message, nq)
+			for q := range msgs {
+				msgs[q] = benchMsg(q)
+			}
+			if nq > 1 { // the queues exist (their index files are open) before timing
+				for _, m := range msgs {
+					if err := s.Append(m); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body1K)))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := s.Append(msgs[i%nq]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			reportRate(b, b.N)
+			ckpts := s.Stats().Checkpoints
+			t0 := time.Now()
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, "close-ms")
+			b.ReportMetric(float64(ckpts), "checkpoints")
+		})
+	}
+}
