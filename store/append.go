@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -171,10 +172,29 @@ func (s *Store) lead(max int) {
 			s.mu.Unlock()
 			return
 		}
+		last, took := s.lastGroup, s.lastFsync
 		s.mu.Unlock()
+		s.gather(last, took)
 		// A failure is recorded in the failed state and answered to every
 		// waiter; the loop then stops.
 		_ = s.fsyncLog()
+	}
+}
+
+// gather lets the appenders the last fsync answered write their next
+// records before the next fsync starts (for at most half as long as that
+// fsync took): otherwise two half-groups alternate, each written while the
+// other's fsync runs, and every fsync carries half the appenders.
+func (s *Store) gather(last int, took time.Duration) {
+	deadline := time.Now().Add(took / 2)
+	for i := 0; ; i++ {
+		s.mu.RLock()
+		n := len(s.waiters)
+		s.mu.RUnlock()
+		if n >= last || time.Now().After(deadline) {
+			return
+		}
+		runtime.Gosched()
 	}
 }
 

@@ -283,3 +283,32 @@ func TestBadRecordWithIntactOnesAfterIsCorruptionEvenPastTheCheckpoint(t *testin
 	defer s.Close()
 	assert.Equal(t, []string{"a", "b", "c", "d", "f", "g"}, readAll(t, s, "t", 0))
 }
+
+// TestReplayAfterACrashIsBoundedByCheckpointBytes: without any segment
+// roll, checkpoints by bytes keep what a recovery replays bounded.
+func TestReplayAfterACrashIsBoundedByCheckpointBytes(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Sync: SyncNone, SegmentSize: 64 << 20, CheckpointBytes: 32 << 10}
+	s := openT(t, dir, o)
+	body := strings.Repeat("r", 200)
+	for i := 0; i < 3000; i++ { // ~700 KiB, about 20 checkpoints' worth
+		require.NoError(t, s.Append(msg("t", i%50, body)))
+	}
+	waitFor(t, func() bool {
+		s.mu.RLock()
+		due := s.ckptDue
+		s.mu.RUnlock()
+		if due || !s.ckptMu.TryLock() {
+			return false
+		}
+		s.ckptMu.Unlock()
+		return true
+	})
+	assert.Equal(t, 1, s.Stats().Segments, "no roll")
+	assert.GreaterOrEqual(t, s.Stats().Checkpoints, uint64(2), "checkpoints by bytes")
+	crash(t, s)
+	s = openT(t, dir, o)
+	defer s.Close()
+	assert.Less(t, s.Stats().Replayed, int64(2*(32<<10)/200), "at most about CheckpointBytes of log replayed")
+	assert.Equal(t, int64(60), s.MaxOffset("t", 0))
+}

@@ -62,8 +62,10 @@ type Store struct {
 	ckptAt     int64 // tailSize-independent count of bytes appended at the last checkpoint
 	appended   int64 // bytes appended since Open
 	pending    []pendingVis
-	waiters    []waiter // SyncGroup appends waiting for their fsync, in log order
-	syncing    bool     // SyncGroup: a leader is fsyncing
+	waiters    []waiter      // SyncGroup appends waiting for their fsync, in log order
+	syncing    bool          // SyncGroup: a leader is fsyncing
+	lastGroup  int           // appenders around the last fsync: answered + still waiting
+	lastFsync  time.Duration // how long it took
 	walCond    *sync.Cond
 
 	batch  wal.Batch
