@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 )
 
 // A receipt handle is base64url(version | nonce | body | mac): nonce is the
@@ -148,7 +149,8 @@ func parseHandle(str string) (handle, [handleMACLen]byte, error) {
 	if n := base64.RawURLEncoding.DecodedLen(len(str)); n > len(buf) {
 		b = make([]byte, n)
 	}
-	n, err := base64.RawURLEncoding.Decode(b, []byte(str))
+	// Decode reads str's bytes in place (no copy): it never writes its src.
+	n, err := base64.RawURLEncoding.Decode(b, unsafe.Slice(unsafe.StringData(str), len(str)))
 	if err != nil {
 		return handle{}, mac, fmt.Errorf("handle encoding: %w", ErrBadHandle)
 	}
