@@ -21,7 +21,16 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 	if s.isClosed() {
 		return handle{}, nil, s.closedErr(op)
 	}
-	h, err := s.signer.decode(str)
+	h, mac, err := parseHandle(str)
+	gt, known := s.gts.Load(gtKey{h.group, h.topic})
+	if err == nil {
+		tag := s.signer.tag
+		if known {
+			err = s.badMAC(&h, mac, gt.tag)
+		} else {
+			err = s.badMAC(&h, mac, tag(h.group, h.topic))
+		}
+	}
 	if err != nil {
 		s.st.badHandles.Add(1)
 		s.log.Debug("pop: rejected bad handle", "op", op, "err", err)
@@ -30,11 +39,17 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 	if h.nonce != s.nonce {
 		return h, nil, s.stale(op, h, fmt.Errorf("handle of %s@%s queue %d offset %d: issued before a restart: %w", h.group, h.topic, h.queue, h.offset, ErrStaleHandle))
 	}
-	gt, ok := s.gts.Load(gtKey{h.group, h.topic})
-	if !ok {
+	if !known {
 		return h, nil, s.stale(op, h, fmt.Errorf("handle of %s@%s: unknown group@topic: %w", h.group, h.topic, ErrStaleHandle))
 	}
 	return h, gt, nil
+}
+
+func (s *Service) badMAC(h *handle, mac [handleMACLen]byte, tag gtTag) error {
+	if s.signer.verify(h, mac, tag) {
+		return nil
+	}
+	return fmt.Errorf("handle signature: %w", ErrBadHandle)
 }
 
 func (s *Service) stale(op string, h handle, err error) error {
@@ -195,5 +210,5 @@ func (s *Service) ChangeInvisible(handleStr string, d time.Duration) (string, er
 	h.gen = e.gen
 	gt.mu.Unlock()
 	s.st.changes.Add(1)
-	return s.signer.encode(h), nil
+	return s.signer.encodeWith(h, gt.tag), nil
 }

@@ -9,8 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-
-	"github.com/puzpuzpuz/xsync/v3"
+	"unsafe"
 )
 
 // A receipt handle is base64url(version | nonce | body | mac): nonce is the
@@ -23,7 +22,7 @@ import (
 //
 // The mac is an AES-128 CBC-MAC over three fixed-length blocks: a 16-byte
 // tag of (group, topic) — HMAC-SHA256 under the handle key, computed once
-// per group@topic and cached, its first CBC step included — then nonce |
+// per group@topic (gtTag, its first CBC step included) — then nonce |
 // incarnation and queue | generation | offset. Every handle's MAC input has
 // the same length, where CBC-MAC is a secure MAC, and it costs two AES
 // block encryptions instead of an HMAC-SHA256 (which was about half of the
@@ -47,8 +46,11 @@ type handle struct {
 type signer struct {
 	key   []byte       // the handle key (HMAC-SHA256 of the group@topic tags)
 	block cipher.Block // AES-128 under a key derived from it
-	tags  *xsync.MapOf[gtKey, [16]byte]
 }
+
+// gtTag is the first CBC step of a group@topic's handles:
+// E(HMAC(key, group, topic)). A groupTopic computes it once.
+type gtTag [16]byte
 
 func newSigner(key []byte) *signer {
 	m := hmac.New(sha256.New, key)
@@ -57,33 +59,23 @@ func newSigner(key []byte) *signer {
 	if err != nil {
 		panic(err) // 16-byte key: cannot happen
 	}
-	return &signer{key: key, block: block, tags: xsync.NewMapOf[gtKey, [16]byte]()}
+	return &signer{key: key, block: block}
 }
 
-// gtState is the first CBC step of a group@topic: E(HMAC(key, group, topic)).
-// Issued handles cache it; a handle of an unknown group@topic computes it
-// without caching, so forged names cannot grow the cache.
-func (s *signer) gtState(group, topic string, cache bool) [16]byte {
-	k := gtKey{group, topic}
-	if x, ok := s.tags.Load(k); ok {
-		return x
-	}
+// tag computes the gtTag of (group, topic).
+func (s *signer) tag(group, topic string) gtTag {
 	m := hmac.New(sha256.New, s.key)
 	var n [binary.MaxVarintLen64]byte
 	m.Write([]byte("brokercore pop handle group@topic"))
 	m.Write(n[:binary.PutUvarint(n[:], uint64(len(group)))])
 	m.Write([]byte(group))
 	m.Write([]byte(topic))
-	var x [16]byte
+	var x gtTag
 	s.block.Encrypt(x[:], m.Sum(nil)[:16])
-	if cache {
-		s.tags.Store(k, x)
-	}
 	return x
 }
 
-func (s *signer) mac(h *handle, cache bool) [16]byte {
-	x := s.gtState(h.group, h.topic, cache)
+func (s *signer) mac(h *handle, x gtTag) [16]byte {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], h.nonce)
 	binary.BigEndian.PutUint64(b[8:], h.inc)
@@ -97,7 +89,11 @@ func (s *signer) mac(h *handle, cache bool) [16]byte {
 	return x
 }
 
-func (s *signer) encode(h handle) string {
+// encode is encodeWith for a group@topic whose tag is not at hand.
+func (s *signer) encode(h handle) string { return s.encodeWith(h, s.tag(h.group, h.topic)) }
+
+// encodeWith encodes and MACs h with its group@topic's tag.
+func (s *signer) encodeWith(h handle, tag gtTag) string {
 	var buf [128]byte
 	b := buf[:0]
 	if n := 1 + 8 + 5*binary.MaxVarintLen64 + len(h.group) + len(h.topic) + handleMACLen; n > len(buf) {
@@ -113,7 +109,7 @@ func (s *signer) encode(h handle) string {
 	b = append(b, h.group...)
 	b = binary.AppendUvarint(b, uint64(len(h.topic)))
 	b = append(b, h.topic...)
-	mac := s.mac(&h, true)
+	mac := s.mac(&h, tag)
 	b = append(b, mac[:handleMACLen]...)
 	var out [256]byte
 	if n := base64.RawURLEncoding.EncodedLen(len(b)); n <= len(out) {
@@ -125,31 +121,46 @@ func (s *signer) encode(h handle) string {
 
 // decode verifies and parses a handle. Every failure wraps ErrBadHandle.
 func (s *signer) decode(str string) (handle, error) {
+	h, mac, err := parseHandle(str)
+	if err != nil {
+		return handle{}, err
+	}
+	if !s.verify(&h, mac, s.tag(h.group, h.topic)) {
+		return handle{}, fmt.Errorf("handle signature: %w", ErrBadHandle)
+	}
+	return h, nil
+}
+
+// verify reports whether mac is h's under its group@topic's tag.
+func (s *signer) verify(h *handle, mac [handleMACLen]byte, tag gtTag) bool {
+	want := s.mac(h, tag)
+	return subtle.ConstantTimeCompare(mac[:], want[:handleMACLen]) == 1
+}
+
+// parseHandle parses a handle without verifying its MAC. Every failure
+// wraps ErrBadHandle.
+func parseHandle(str string) (handle, [handleMACLen]byte, error) {
+	var mac [handleMACLen]byte
 	if len(str) == 0 || len(str) > maxHandleLen {
-		return handle{}, fmt.Errorf("handle of %d bytes: %w", len(str), ErrBadHandle)
+		return handle{}, mac, fmt.Errorf("handle of %d bytes: %w", len(str), ErrBadHandle)
 	}
 	var buf [192]byte
 	b := buf[:]
 	if n := base64.RawURLEncoding.DecodedLen(len(str)); n > len(buf) {
 		b = make([]byte, n)
 	}
-	n, err := base64.RawURLEncoding.Decode(b, []byte(str))
+	// Decode reads str's bytes in place (no copy): it never writes its src.
+	n, err := base64.RawURLEncoding.Decode(b, unsafe.Slice(unsafe.StringData(str), len(str)))
 	if err != nil {
-		return handle{}, fmt.Errorf("handle encoding: %w", ErrBadHandle)
+		return handle{}, mac, fmt.Errorf("handle encoding: %w", ErrBadHandle)
 	}
 	b = b[:n]
 	if len(b) < 1+8+handleMACLen || b[0] != handleVersion {
-		return handle{}, fmt.Errorf("handle header: %w", ErrBadHandle)
+		return handle{}, mac, fmt.Errorf("handle header: %w", ErrBadHandle)
 	}
-	body, mac := b[:len(b)-handleMACLen], b[len(b)-handleMACLen:]
-	h, err := parseBody(body)
-	if err != nil {
-		return handle{}, err
-	}
-	if want := s.mac(&h, false); subtle.ConstantTimeCompare(mac, want[:handleMACLen]) != 1 {
-		return handle{}, fmt.Errorf("handle signature: %w", ErrBadHandle)
-	}
-	return h, nil
+	copy(mac[:], b[len(b)-handleMACLen:])
+	h, err := parseBody(b[:len(b)-handleMACLen])
+	return h, mac, err
 }
 
 // bodyReader reads the varints and strings of a handle's body.

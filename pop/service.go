@@ -82,6 +82,7 @@ type gtKey struct{ group, topic string }
 // Offsets in order; it is taken before mu, never while holding it.
 type groupTopic struct {
 	key      gtKey
+	tag      gtTag // of its receipt handles
 	mu       sync.Mutex
 	commitMu sync.Mutex
 	lock     topicLock
@@ -242,7 +243,7 @@ func (s *Service) groupTopic(group, topic string) *groupTopic {
 		return gt
 	}
 	gt, loaded := s.gts.LoadOrCompute(k, func() *groupTopic {
-		return &groupTopic{key: k, core: newCore(group, topic, s.coreCfg, s.log, &s.st),
+		return &groupTopic{key: k, tag: s.signer.tag(group, topic), core: newCore(group, topic, s.coreCfg, s.log, &s.st),
 			view: gtView{src: s.src, offsets: s.offsets, group: group, topic: topic}}
 	})
 	if !loaded {
@@ -313,10 +314,10 @@ func (s *Service) deliveries(gt *groupTopic, picks []pick) []Delivery {
 		out[i] = Delivery{
 			Message:  p.msg,
 			Attempts: int(p.att),
-			Handle: s.signer.encode(handle{
+			Handle: s.signer.encodeWith(handle{
 				nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen,
 				group: gt.key.group, topic: gt.key.topic,
-			}),
+			}, gt.tag),
 		}
 	}
 	return out
