@@ -134,7 +134,15 @@ func Decode(frame []byte) (*Command, error) {
 }
 
 func decodeJSONHeader(b []byte) (*Command, error) {
-	// Fast path: what the client sends (every extFields value a string).
+	if cmd, ok := fastDecodeHeader(b); ok {
+		return cmd, nil
+	}
+	return decodeJSONHeaderStd(b)
+}
+
+// decodeJSONHeaderStd decodes a header with encoding/json.
+func decodeJSONHeaderStd(b []byte) (*Command, error) {
+	// What the client sends: every extFields value a string.
 	var h struct {
 		Code      *int16            `json:"code"`
 		Language  string            `json:"language"`
@@ -297,12 +305,7 @@ func Encode(cmd *Command) ([]byte, error) {
 		if lang == "" {
 			lang = "GO"
 		}
-		var err error
-		header, err = json.Marshal(jsonHeader{Code: cmd.Code, Language: lang, Version: cmd.Version,
-			Opaque: cmd.Opaque, Flag: cmd.Flag, Remark: cmd.Remark, ExtFields: cmd.ExtFields})
-		if err != nil {
-			return nil, err
-		}
+		header = appendJSONHeader(make([]byte, 0, 128+32*len(cmd.ExtFields)), cmd, lang)
 	case SerializeRocketMQ:
 		header = encodeBinaryHeader(cmd)
 	default:

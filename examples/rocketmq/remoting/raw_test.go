@@ -79,8 +79,12 @@ func jsonFrame(header string) []byte {
 }
 
 func sendReq(topic string, queue int, body string) *remoting.Command {
+	return sendReqBody(topic, queue, []byte(body))
+}
+
+func sendReqBody(topic string, queue int, body []byte) *remoting.Command {
 	return req(remoting.CodeSendMessage, map[string]string{"producerGroup": "pg", "topic": topic,
 		"queueId": strconv.Itoa(queue), "sysFlag": "0", "bornTimestamp": "1", "flag": "0",
 		"properties": "UNIQ_KEY\x01abc\x02TAGS\x01t1\x02", "reconsumeTimes": "0", "defaultTopic": "TBW102",
-		"defaultTopicQueueNums": "4"}, []byte(body))
+		"defaultTopicQueueNums": "4"}, body)
 }
