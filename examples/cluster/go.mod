@@ -3,6 +3,7 @@ module github.com/brokercore/brokercore/examples/cluster
 go 1.26
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/brokercore/brokercore v0.0.0-00010101000000-000000000000
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/raft v1.8.0

@@ -356,6 +356,28 @@ func (n *Node) Read(topic string, queueID int, offset int64, max int) ([]*store.
 	return n.st.Read(topic, queueID, offset, max)
 }
 
+// ReadLinearizable reads on the leader so that the answer reflects every
+// produce acknowledged before the call: a barrier makes this node apply
+// everything committed so far, the local read follows, and a final check
+// that a majority still follows this node rules out a newer leader having
+// acknowledged something meanwhile.
+func (n *Node) ReadLinearizable(topic string, queueID int, offset int64, max int) ([]*store.Message, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, n.notLeader()
+	}
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		return nil, fmt.Errorf("read: barrier: %v: %w", err, ErrNotLeader)
+	}
+	msgs, err := n.st.Read(topic, queueID, offset, max)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return nil, fmt.Errorf("read: %v: %w", err, ErrNotLeader)
+	}
+	return msgs, nil
+}
+
 // Status is what /status reports.
 type Status struct {
 	ID           string   `json:"id"`
