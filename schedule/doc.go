@@ -1,7 +1,39 @@
-// Package schedule is brokercore's delay-level scheduler: a producer's message
-// waits in Topic (level L in queue L-1) and is delivered back to its real topic
-// once StoredAt plus the level's delay has passed on Options.Now.
+// Package schedule is brokercore's scheduler of delayed messages: by delay
+// level (RocketMQ 4's 18 levels: a message waits in Topic, level L in queue
+// L-1, until StoredAt plus the level's delay) and by timer (RocketMQ 5's
+// timer messages: a message waits in TimerTopic until any time up to
+// Options.MaxTimerDelay, one year by default, ahead). Both are delivered back
+// to their real topic on Options.Now, never early, exactly once.
 //
+// # Timers
+//
+// At rewrites a message for TimerTopic with its real topic and queue and the
+// time (PropTimerDeliverMS and PropStartDeliverTime, Unix ms); the host
+// appends it. A record a protocol layer appends to TimerTopic itself, with
+// PropRealTopic and one of the two time properties, is scheduled the same
+// way. Cancel(uniqKey) stops a pending timer durably.
+//
+// Pending timers live in the log and in a timer index the scheduler owns: a
+// time wheel of one-hour slots on disk (SlotWidth), one append-only file per
+// slot of fixed 24-byte entries (time, TimerTopic offset, key hash, CRC).
+// The timer lane reads TimerTopic in offset order and appends each record's
+// entry to its slot's file (ingest); it holds in memory only the slot due
+// next (the window), sorted by time, and delivers from it in time order.
+// Why slots and not one sorted structure: a slot is the unit of loading, so
+// memory is one slot's timers whatever the total (10M timers over 30 days
+// are ~14k per slot); files are appended, never rewritten, so ingest costs
+// one write per slot touched and one fsync per file per flush; a restart
+// lists the directory and reads one slot, not every pending timer; and
+// deleting a delivered slot is removing a file.
+//
+// The index is derived state. The progress holds, for the timers, the
+// ingest offset below which every record is in the index, the key (time,
+// offset) up to which every timer was delivered, the index's ID and the
+// outstanding cancels. From these and the log the index is rebuilt whenever
+// its meta file is missing, its ID is not the progress's (another node wrote
+// the progress, or the index was lost), or an entry fails its checksum.
+//
+
 // # Model
 //
 // Delay rewrites a message for Topic and keeps its real topic, queue and level
@@ -48,8 +80,13 @@
 //
 // DefaultLevels (RocketMQ's 18 levels "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m
 // 9m 10m 20m 30m 1h 2h"), DefaultTick (100 ms), DefaultMaxBatch (1024),
-// MaxRetryBackoff (5 s), ProgressPath "" (memory only), Now time.Now, Logger
-// discarding.
+// DefaultMaxTimerDelay (one year), MaxRetryBackoff (5 s), Now time.Now,
+// Logger discarding. ProgressPath "" keeps progress in the log (records in
+// ProgressTopic, appended in the same atomic batch as the deliveries they
+// account for) and the timer index in memory, rebuilt by New from the log:
+// a new Scheduler over the same log never delivers again what an earlier
+// one delivered. A Log that implements ProgressLog (a replicated host) gets
+// the same through its AppendWithProgress.
 //
 // # Caveats
 //
