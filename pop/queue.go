@@ -1,7 +1,6 @@
 package pop
 
 import (
-	"math"
 	"slices"
 	"time"
 
@@ -16,12 +15,11 @@ import (
 // Only popped, unsettled offsets have an entry (sparse): an acked,
 // dead-lettered or filtered offset has none. An entry keeps offsets and
 // counters, never the message: a redelivery reads the body again. An
-// in-flight entry is in the heap `hidden` ordered by visible time, so a
-// pop finds what became visible without scanning the backlog; once its
+// in-flight entry is kept ordered by visible time (in its duration's lane,
+// or the fallback heap `hidden`: lanes.go), so a pop finds what became
+// visible without scanning the backlog; once its
 // time is over it moves to `visible` (by offset: redeliveries go in
 // order) or, when it reached the dead-letter threshold, to `dlDue`.
-
-const never = math.MaxInt64
 
 // Where an entry is.
 const (
