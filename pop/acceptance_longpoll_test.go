@@ -130,7 +130,7 @@ func TestAcceptLongPollIgnoresArrivalOnOtherQueueAndGroupsAreIndependent(t *test
 	e.appendN("t", 1, 1)
 	e.appendN("other", 0, 1)
 	requireStillWaiting(t, ch, 150*time.Millisecond, "after arrivals on other queues")
-	assert.Equal(t, int64(1), e.svc.Stats().Waiters)
+	assert.Equal(t, uint64(1), e.svc.Stats().Waiters)
 	e.appendN("t", 0, 1)
 	o := waitOutcome(t, ch, 2*time.Second, "arrival")
 	require.NoError(t, o.err)

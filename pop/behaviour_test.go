@@ -218,7 +218,7 @@ func TestInvisibleIsClampedAndTheClampIsVisible(t *testing.T) {
 	src.append("T", 0, 3)
 	s := New(src, Options{Now: clock.Now, MinInvisible: 2 * time.Second, MaxInvisible: time.Minute})
 	defer s.Close()
-	r, err := s.Pop(bg, req0(1, 0))
+	r, err := s.Pop(bg, req0(1, time.Millisecond))
 	require.NoError(t, err)
 	require.True(t, r.Clamped)
 	require.Equal(t, 2*time.Second, r.Invisible)
@@ -247,13 +247,14 @@ func TestBadRequestIsRejectedAndChangesNothing(t *testing.T) {
 		"empty group":    func(r *Request) { r.Group = "" },
 		"empty topic":    func(r *Request) { r.Topic = "" },
 		"empty client":   func(r *Request) { r.ClientID = "" },
-		"max 0":          func(r *Request) { r.Max = 0 },
+		"max -1":         func(r *Request) { r.Max = -1 },
 		"max 33":         func(r *Request) { r.Max = 33 },
 		"neg invisible":  func(r *Request) { r.Invisible = -time.Second },
 		"neg poll":       func(r *Request) { r.Poll = -time.Second },
 		"queue -2":       func(r *Request) { r.QueueID = -2 },
 		"huge group":     func(r *Request) { r.Group = strings.Repeat("g", 5000) },
-		"fifo max 0":     func(r *Request) { r.FIFO, r.AttemptID, r.Max = true, "X", 0 },
+		"fifo max -1":    func(r *Request) { r.FIFO, r.AttemptID, r.Max = true, "X", -1 },
+		"bad filter":     func(r *Request) { r.Filter = "A ||" },
 		"neg poll fifo":  func(r *Request) { r.FIFO, r.AttemptID, r.Poll = true, "X", -1 },
 		"empty group q1": func(r *Request) { r.Group, r.QueueID = "", AllQueues },
 	}

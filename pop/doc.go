@@ -10,10 +10,13 @@
 // A Service reads a Source (*store.Store satisfies it) and commits through
 // Offsets (*offset.Manager satisfies it; nil = an in-memory MemoryOffsets).
 // For every (group, topic, queue) it keeps, in memory, the next offset to
-// pop and every popped message not yet behind the committed offset, with
-// its visible-at time, attempt count and delivery generation. Those
-// decisions are plain methods taking `now` (queue.go, fifo.go); the driver
-// (pop.go, longpoll.go) adds the group@topic lock, the waits and a
+// pop and one small entry per popped offset not yet settled: its
+// visible-at time, attempt count and delivery generation — offsets, not
+// messages (a redelivery reads the body again), in a heap on visible time.
+// Those decisions are plain methods taking `now`: core.go plans a pop's
+// reads and applies what was read (queue.go, fifo.go). The driver (pop.go,
+// round.go, ack.go, longpoll.go) adds the group@topic lock, the Source
+// reads and the Offsets commits outside the mutex, the waits and a
 // background loop that only wakes waiters.
 //
 //   - A group with no committed offset starts at the queue's MinOffset
@@ -58,37 +61,63 @@
 // expiry backstop (Options.LockExpiry) only frees a hold whose request is
 // over (apache/rocketmq#10750).
 //
+// # Tag filters
+//
+// Request.Filter is a subscription expression as RocketMQ clients send it:
+// "" and "*" match every message, "A || B || C" a message whose Tags is one
+// of the tags (spaces around "||" optional); anything else is ErrInvalid
+// with the reason. A message the filter rejects is settled for the group
+// without being delivered (Stats.Filtered): the committed offset moves
+// past it once everything before it is settled, and a FIFO queue is never
+// blocked by it. The filter is the group's subscription on the topic: a
+// pop with a different one replaces it (logged, Stats.FilterChanges) and
+// what the old one skipped is never delivered. A pop whose reads found
+// only rejected messages reads on at once (a long poll until its Poll
+// ends, a Poll 0 pop for up to 16 reads), so a flood of non-matching
+// messages never makes a long poll answer empty early.
+//
 // # Receipt handles
 //
-// Handles are HMAC-SHA256-signed (Options.HandleKey) strings carrying
-// group, topic, queue, offset and delivery generation. A malformed or
+// Handles are MAC'd strings (AES-128 CBC-MAC over fixed-length blocks,
+// keys derived from Options.HandleKey) carrying group, topic, queue,
+// offset and delivery generation. A malformed or
 // forged handle gives ErrBadHandle; a genuine one whose delivery was
 // superseded (acked, re-popped, redelivered, changed, reset, or issued
 // before a restart) gives ErrStaleHandle. Nothing changes on either.
 //
 // # Long polling
 //
-// Waiters wake on arrival (Arrived; wire the store to it with
-// store.Options{OnAppend: func(t string, q int, _ int64) { svc.Arrived(t, q) }}), on
+// Waiters wake on arrival: New subscribes Arrived to its Source when the
+// Source can Subscribe (as *store.Store can) and Close cancels it; a host
+// composing another Source calls Arrived itself. They also wake on
 // an ack that unblocks a FIFO queue, on the group@topic lock being
 // released, and when an invisible time or FIFO block ends (checked every
 // Options.Tick). Options.MaxWaitersPerKey and Options.MaxWaiters cap them
 // (ErrTooManyWaiters). Close wakes every waiter.
 //
+// # Closing
+//
+// After Close of the Service, or of its Source when the Source has a
+// Done() <-chan struct{} (as *store.Store has), every call answers an error
+// wrapping ErrClosed and long polls end with it.
+//
 // # Defaults
 //
-// DefaultMaxAttempts (16), DefaultMinInvisible (1 s) and
-// DefaultMaxInvisible (12 h) — Request.Invisible is clamped into them and
-// Result.Invisible/Result.Clamped show it — DefaultLockWait (3 s),
+// A zero Request.Max means 1 and a zero Request.Invisible means
+// DefaultInvisible (60 s). DefaultMaxAttempts (16), DefaultMinInvisible
+// (1 s) and DefaultMaxInvisible (12 h) — Request.Invisible is clamped into
+// them and Result.Invisible/Result.Clamped show it — DefaultLockWait (3 s),
 // DefaultLockExpiry (2 min), DefaultMaxWaitersPerKey (1024),
 // DefaultMaxWaiters (65536), DefaultTick (100 ms), DefaultDeadLetterRetry
-// (1 s). Request.Max is 1..MaxBatch (32).
+// (1 s). Request.Max is 0..MaxBatch (32).
 //
 // # Ownership and caveats
 //
-// Messages returned by Pop are shared with the Service's in-flight table
-// and with later deliveries of the same message: treat them as read-only.
-// In-flight state lives in memory, one entry per popped offset not yet
-// behind the committed offset; a host must bound it by its consumers'
-// Max and invisible times. All methods are safe for concurrent use.
+// Messages returned by Pop are the Source's (for *store.Store, the
+// caller's own copies); the Service keeps no reference to them. In-flight
+// state lives in memory, about 100 bytes per popped, unsettled offset; a
+// host bounds it by its consumers' Max and invisible times. An in-flight
+// message that retention removes from the log before it is acked cannot be
+// delivered again: it is settled and logged at WARN. All methods are safe
+// for concurrent use.
 package pop

@@ -1,11 +1,17 @@
 package pop
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/brokercore/brokercore/internal/fence"
+)
 
 // Sentinel errors. Every error the package returns wraps one of these (or an
 // error of the Source or Offsets) with %w, so errors.Is works.
 var (
-	// ErrClosed is returned by every call after Close.
+	// ErrClosed is returned by every call after Close of the Service, or
+	// after its Source was closed (a Source with a Done channel, as
+	// *store.Store, tells the Service so).
 	ErrClosed = errors.New("pop: service closed")
 	// ErrInvalid reports a bad request or argument; nothing was changed.
 	ErrInvalid = errors.New("pop: invalid request")
@@ -27,6 +33,8 @@ var (
 	// Options.MaxWaitersPerKey or Options.MaxWaiters.
 	ErrTooManyWaiters = errors.New("pop: too many long-polling waiters")
 	// ErrStaleEpoch is returned by MemoryOffsets.CommitFenced for a commit
-	// made under an epoch that a Reset has since replaced.
-	ErrStaleEpoch = errors.New("pop: stale offset epoch")
+	// made under an epoch that a Reset has since replaced. It is the same
+	// value as offset.ErrStaleEpoch (internal/fence), so errors.Is matches
+	// either.
+	ErrStaleEpoch = fence.ErrStaleEpoch
 )

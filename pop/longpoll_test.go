@@ -144,7 +144,7 @@ func TestWaiterCapsRejectWithClearError(t *testing.T) {
 	done := make(chan error, 3)
 	for i := range 2 { // one by one, so that they never contend and stay parked
 		go func() { _, err := s.Pop(ctx, req); done <- err }()
-		waitFor(t, "parked", func() bool { return s.Stats().Waiters == int64(i+1) })
+		waitFor(t, "parked", func() bool { return s.Stats().Waiters == uint64(i+1) })
 	}
 	_, err := s.Pop(ctx, req)
 	require.ErrorIs(t, err, ErrTooManyWaiters)

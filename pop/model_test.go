@@ -255,6 +255,8 @@ func (m *popModel) popFIFO(mq *mQueue, q int, now time.Time, inv time.Duration, 
 
 func (m *popModel) newService() {
 	m.svc = New(m.src, m.opts)
+	svc := m.svc
+	m.src.onAppend = svc.Arrived // as a host wires a Source that cannot Subscribe
 }
 
 func (m *popModel) checkCommitted(t *rapid.T) {
@@ -338,7 +340,7 @@ func TestServiceMatchesModel(t *testing.T) {
 				}
 				max := rapid.IntRange(1, 4).Draw(t, "max")
 				inv := rapid.SampledFrom([]time.Duration{0, time.Second, 5 * time.Second, 30 * time.Second}).Draw(t, "inv")
-				exp := m.pop(g, q, fifo, attempt, max, max1s(inv))
+				exp := m.pop(g, q, fifo, attempt, max, popInvisible(inv))
 				r, err := m.svc.Pop(bg, Request{Group: g, Topic: mTopic, ClientID: "c", QueueID: q, Max: max, Invisible: inv, FIFO: fifo, AttemptID: attempt})
 				require.NoError(t, err)
 				require.Len(t, r.Messages, len(exp), "pop %s/%d fifo=%v attempt=%q: got %v", g, q, fifo, attempt, offsetsOf(r))
@@ -436,6 +438,14 @@ func (m *popModel) resetModel(mq *mQueue, from int64) {
 		}
 	}
 	mq.start, mq.batch, mq.attempt = from, 0, ""
+}
+
+// popInvisible is a pop's invisible time: zero means DefaultInvisible.
+func popInvisible(d time.Duration) time.Duration {
+	if d == 0 {
+		return DefaultInvisible
+	}
+	return max1s(d)
 }
 
 func max1s(d time.Duration) time.Duration {

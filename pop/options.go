@@ -2,7 +2,6 @@ package pop
 
 import (
 	"crypto/rand"
-	"io"
 	"log/slog"
 	"time"
 
@@ -14,7 +13,9 @@ const (
 	// DefaultMaxAttempts is the total number of deliveries of a message
 	// before it goes to Options.DeadLetter.
 	DefaultMaxAttempts = 16
-	// DefaultMinInvisible is the lower clamp of Request.Invisible.
+	// DefaultInvisible is the invisible time of a Request whose Invisible is 0.
+	DefaultInvisible = time.Minute
+	// DefaultMinInvisible is the lower clamp of a non-zero Request.Invisible.
 	DefaultMinInvisible = time.Second
 	// DefaultMaxInvisible is the upper clamp of Request.Invisible.
 	DefaultMaxInvisible = 12 * time.Hour
@@ -68,7 +69,8 @@ type Options struct {
 	// DeadLetterRetry is how long a message whose DeadLetter call failed
 	// waits before the next try (default DefaultDeadLetterRetry).
 	DeadLetterRetry time.Duration
-	// MinInvisible and MaxInvisible clamp Request.Invisible and the
+	// MinInvisible and MaxInvisible clamp a non-zero Request.Invisible
+	// (zero means DefaultInvisible) and the
 	// duration of ChangeInvisible (defaults DefaultMinInvisible,
 	// DefaultMaxInvisible).
 	MinInvisible, MaxInvisible time.Duration
@@ -81,8 +83,9 @@ type Options struct {
 	// MaxWaitersPerKey and MaxWaiters cap long-polling pops per group@topic
 	// and in total (defaults DefaultMaxWaitersPerKey, DefaultMaxWaiters).
 	MaxWaitersPerKey, MaxWaiters int
-	// HandleKey is the HMAC key that signs receipt handles; nil = 32 random
-	// bytes (handles then do not verify across restarts).
+	// HandleKey is the key receipt handles are MAC'd under (any length;
+	// the MAC keys are derived from it); nil = 32 random bytes (handles then
+	// do not verify across restarts).
 	HandleKey []byte
 	// Now is the clock of every visibility decision (nil = time.Now).
 	Now func() time.Time
@@ -135,7 +138,7 @@ func (o Options) withDefaults() Options {
 		o.Now = time.Now
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Tick <= 0 {
 		o.Tick = DefaultTick

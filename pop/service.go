@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,8 +17,8 @@ import (
 
 // Source is the log pop reads from. *store.Store satisfies it.
 //
-// Ownership: the messages Read returns become the Service's; it keeps them
-// while they are in flight and hands the same pointers to every delivery.
+// Ownership: the messages Read returns are handed to the caller of Pop;
+// the Service keeps no reference to them (a redelivery reads again).
 type Source interface {
 	Read(topic string, queueID int, offset int64, max int) ([]*store.Message, error)
 	MinOffset(topic string, queueID int) int64
@@ -36,17 +37,23 @@ const MaxBatch = 32
 type Request struct {
 	Group, Topic, ClientID string
 	QueueID                int           // or AllQueues: rotate over every queue of the topic
-	Max                    int           // 1..MaxBatch
-	Invisible              time.Duration // popped messages stay hidden this long unless acked or changed
+	Max                    int           // 1..MaxBatch; 0 means 1
+	Invisible              time.Duration // popped messages stay hidden this long unless acked or changed; 0 means DefaultInvisible
 	Poll                   time.Duration // long-polling wait when nothing is ready; 0 = answer at once
 	FIFO                   bool
 	AttemptID              string // FIFO only: the same id re-pops the same in-flight batch
+	// Filter is a tag expression: "" or "*" = every message; "A || B" =
+	// messages whose Tags is A or B. A message it rejects is settled for
+	// the group without being delivered (Stats.Filtered). It is the
+	// group's subscription on the topic: a pop with a different filter
+	// replaces it, and what the old one skipped is never delivered.
+	Filter string
 }
 
 // Delivery is one popped message.
 type Delivery struct {
-	// Message is shared with the Service's in-flight table (and with later
-	// deliveries of the same message): treat it as read-only.
+	// Message is as the Source's Read returned it; the Service keeps no
+	// reference to it.
 	Message  *store.Message
 	Handle   string // receipt handle: opaque, tamper-evident
 	Attempts int    // 1 on first delivery
@@ -57,29 +64,55 @@ type Delivery struct {
 type Result struct {
 	Messages []Delivery
 	// Invisible is the invisible time actually applied to Messages:
-	// Request.Invisible clamped into [Options.MinInvisible,
-	// Options.MaxInvisible] (zero when there are no Messages).
+	// Request.Invisible (or DefaultInvisible for 0) clamped into
+	// [Options.MinInvisible, Options.MaxInvisible].
 	Invisible time.Duration
-	// Clamped reports that Invisible differs from Request.Invisible.
+	// Clamped reports that Invisible differs from the requested time
+	// (DefaultInvisible for a zero Request.Invisible).
 	Clamped bool
 }
 
 type gtKey struct{ group, topic string }
 
 // groupTopic is the state of one group@topic: the serialization lock, the
-// per-queue states and the long-polling waiters. mu guards everything but
-// the atomics; it is only ever held for short in-memory steps — never
-// across a Source read, a DeadLetter call or a wait.
+// deterministic core and the long-polling waiters. mu guards lock, core,
+// notify and lockFree; it is only ever held for short in-memory steps —
+// never across a Source read, an Offsets commit, a DeadLetter call or a
+// wait. commitMu serializes the group@topic's commits so that they reach
+// Offsets in order; it is taken before mu, never while holding it.
 type groupTopic struct {
 	key      gtKey
+	tag      gtTag // of its receipt handles
 	mu       sync.Mutex
+	commitMu sync.Mutex
 	lock     topicLock
-	queues   map[int]*queueState
-	rr       int
-	notify   chan struct{} // closed by broadcastLocked; nil while nobody waits
-	lockFree chan struct{} // closed by broadcastLockFreeLocked
-	waiters  atomic.Int64
-	events   atomic.Uint64 // bumped by every wake-up source except lock release
+	core     *core
+	view     gtView
+	list     atomic.Pointer[[]int]         // cached Source.Queues for AllQueues; nil = list again
+	notify   chan struct{}                 // closed by broadcastLocked; nil while nobody waits
+	lockFree chan struct{}                 // closed by broadcastLockFreeLocked
+	lockWake map[*lockWaiter]chan struct{} // a queued FIFO retry sleeps on its channel
+	// holderDone is the ctx.Done of the lock holder's request (holderTok):
+	// once it is closed the sweep marks the hold abandoned.
+	holderDone <-chan struct{}
+	holderTok  uint64
+	waiters    atomic.Int64
+	events     atomic.Uint64 // bumped by every wake-up source except lock release
+}
+
+// gtView is the core's view of the Source and the Offsets for one
+// group@topic.
+type gtView struct {
+	src          Source
+	offsets      Offsets
+	group, topic string
+}
+
+func (v gtView) MinOffset(q int) int64 { return v.src.MinOffset(v.topic, q) }
+func (v gtView) MaxOffset(q int) int64 { return v.src.MaxOffset(v.topic, q) }
+func (v gtView) Epoch(q int) uint64    { return v.offsets.Epoch(v.group, v.topic, q) }
+func (v gtView) Committed(q int) (int64, bool) {
+	return v.offsets.Committed(v.group, v.topic, q)
 }
 
 // Service pops, acks and changes the invisible time of messages of a
@@ -91,31 +124,50 @@ type Service struct {
 	log     *slog.Logger
 	signer  *signer
 	nonce   uint64
+	coreCfg coreConfig
 
 	gts      *xsync.MapOf[gtKey, *groupTopic]
 	topicsMu sync.RWMutex
 	topics   map[string][]*groupTopic
 
-	incSeq   atomic.Uint64
-	batchSeq atomic.Uint64
-	waiters  atomic.Int64
-	closed   atomic.Bool
-	done     chan struct{}
-	wg       sync.WaitGroup
-	st       counters
-
-	// failFastFIFO is a test-only switch that restores the broken design of
-	// the field report (a contended FIFO retry returns empty at once like a
-	// non-FIFO pop); the field report test uses it to show it would fail.
-	failFastFIFO bool
+	waiters atomic.Int64
+	closed  atomic.Bool
+	done    chan struct{}
+	srcDone doner  // the Source, if it has a Done channel
+	unsub   func() // cancels the Source subscription; nil if none
+	wg      sync.WaitGroup
+	st      counters
 }
 
-// New returns a Service over src and starts its wake-up loop; Close stops it.
+// Optional capabilities of a Source, found by type assertion in New.
+type (
+	// subscriber is a Source that calls fn for every append (as
+	// (*store.Store).Subscribe): New registers Arrived through it, so no
+	// host wiring is needed, and Close cancels it.
+	subscriber interface {
+		Subscribe(fn func(topic string, queueID int, next int64)) (cancel func())
+	}
+	// doner is a Source whose Done channel is closed when it closes (as
+	// (*store.Store).Done): every later call of the Service answers
+	// ErrClosed, and long polls end.
+	doner interface{ Done() <-chan struct{} }
+)
+
+// New returns a Service over src and starts its wake-up loop; Close stops
+// it. If src can Subscribe (as *store.Store), New subscribes Arrived to it,
+// so arrivals wake long polls without any wiring by the host; if src has
+// a Done channel (as *store.Store), the Service answers ErrClosed once it
+// is closed.
 func New(src Source, opts Options) *Service {
 	opts = opts.withDefaults()
 	var nb [8]byte
 	_, _ = rand.Read(nb[:])
+	cfg := coreConfig{initial: opts.InitialOffset, dlRetry: int64(opts.DeadLetterRetry)}
+	if opts.DeadLetter != nil {
+		cfg.dlAt = int32(min(opts.MaxAttempts, math.MaxInt32))
+	}
 	s := &Service{
+		coreCfg: cfg,
 		src:     src,
 		opts:    opts,
 		offsets: opts.Offsets,
@@ -126,6 +178,12 @@ func New(src Source, opts Options) *Service {
 		topics:  make(map[string][]*groupTopic),
 		done:    make(chan struct{}),
 	}
+	if d, ok := src.(doner); ok {
+		s.srcDone = d
+	}
+	if sub, ok := src.(subscriber); ok {
+		s.unsub = sub.Subscribe(func(topic string, queueID int, _ int64) { s.Arrived(topic, queueID) })
+	}
 	s.wg.Add(1)
 	go s.loop()
 	return s
@@ -135,10 +193,46 @@ func New(src Source, opts Options) *Service {
 // background loop and waits for it. It is idempotent.
 func (s *Service) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
+		if s.unsub != nil {
+			s.unsub()
+		}
 		close(s.done)
 	}
 	s.wg.Wait()
 	return nil
+}
+
+// isClosed reports whether the Service or its Source was closed.
+func (s *Service) isClosed() bool { return s.closed.Load() || isDone(s.sourceDone()) }
+
+func isDone(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// sourceDone is the Source's Done channel (nil, never ready, if it has
+// none). It is asked at every use, so a Source that swaps what it wraps
+// answers for the current one.
+func (s *Service) sourceDone() <-chan struct{} {
+	if s.srcDone == nil {
+		return nil
+	}
+	return s.srcDone.Done()
+}
+
+// closedErr is the ErrClosed of op, saying which side closed.
+func (s *Service) closedErr(op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("%s: %w", op, ErrClosed)
+	}
+	return fmt.Errorf("%s: source closed: %w", op, ErrClosed)
 }
 
 func (s *Service) nowNanos() int64 { return s.opts.Now().UnixNano() }
@@ -149,7 +243,8 @@ func (s *Service) groupTopic(group, topic string) *groupTopic {
 		return gt
 	}
 	gt, loaded := s.gts.LoadOrCompute(k, func() *groupTopic {
-		return &groupTopic{key: k, queues: make(map[int]*queueState)}
+		return &groupTopic{key: k, tag: s.signer.tag(group, topic), core: newCore(group, topic, s.coreCfg, s.log, &s.st),
+			view: gtView{src: s.src, offsets: s.offsets, group: group, topic: topic}}
 	})
 	if !loaded {
 		s.topicsMu.Lock()
@@ -159,9 +254,11 @@ func (s *Service) groupTopic(group, topic string) *groupTopic {
 	return gt
 }
 
-func (s *Service) validate(req Request) error {
-	bad := func(why string) error {
-		return fmt.Errorf("pop group %q topic %q client %q queue %d: %s: %w",
+// validate checks req, applies the zero-value defaults (Max 0 → 1) and
+// parses its filter.
+func (s *Service) validate(req *Request) (tagFilter, error) {
+	bad := func(why string) (tagFilter, error) {
+		return tagFilter{}, fmt.Errorf("pop group %q topic %q client %q queue %d: %s: %w",
 			req.Group, req.Topic, req.ClientID, req.QueueID, why, ErrInvalid)
 	}
 	switch {
@@ -173,8 +270,8 @@ func (s *Service) validate(req Request) error {
 		return bad("empty client id")
 	case len(req.Group)+len(req.Topic) > 2048:
 		return bad("group and topic longer than 2048 bytes")
-	case req.Max < 1 || req.Max > MaxBatch:
-		return bad(fmt.Sprintf("max %d outside 1..%d", req.Max, MaxBatch))
+	case req.Max < 0 || req.Max > MaxBatch:
+		return bad(fmt.Sprintf("max %d outside 1..%d (0 means 1)", req.Max, MaxBatch))
 	case req.Invisible < 0:
 		return bad("negative invisible time")
 	case req.Poll < 0:
@@ -182,7 +279,23 @@ func (s *Service) validate(req Request) error {
 	case req.QueueID < AllQueues:
 		return bad("queue id below AllQueues")
 	}
-	return nil
+	f, err := parseFilter(req.Filter)
+	if err != nil {
+		return bad(err.Error())
+	}
+	if req.Max == 0 {
+		req.Max = 1
+	}
+	return f, nil
+}
+
+// invisible is the invisible time of a pop: 0 means DefaultInvisible, then
+// clamped into [MinInvisible, MaxInvisible].
+func (s *Service) invisible(d time.Duration) (time.Duration, bool) {
+	if d == 0 {
+		d = DefaultInvisible
+	}
+	return s.clamp(d)
 }
 
 func (s *Service) clamp(d time.Duration) (time.Duration, bool) {
@@ -195,65 +308,16 @@ func (s *Service) clamp(d time.Duration) (time.Duration, bool) {
 	return d, false
 }
 
-// stateLocked returns the queue's state, dropping it first if the offset
-// epoch changed (a reset): popping then restarts at the committed offset.
-func (s *Service) stateLocked(gt *groupTopic, queue int) *queueState {
-	g, t := gt.key.group, gt.key.topic
-	ep := s.offsets.Epoch(g, t, queue)
-	qs := gt.queues[queue]
-	if qs != nil && qs.epoch == ep {
-		return qs
-	}
-	start, ok := s.offsets.Committed(g, t, queue)
-	if !ok {
-		if s.opts.InitialOffset == Latest {
-			start = s.src.MaxOffset(t, queue)
-			if err := s.offsets.CommitFenced(g, t, queue, start, ep); err != nil {
-				s.log.Warn("pop: committing initial latest offset failed", "group", g, "topic", t, "queue", queue, "offset", start, "err", err)
-			}
-		} else {
-			start = s.src.MinOffset(t, queue)
-		}
-	}
-	if min := s.src.MinOffset(t, queue); start < min {
-		s.log.Warn("pop: committed offset below the log's min offset, skipping ahead", "group", g, "topic", t, "queue", queue, "committed", start, "min", min)
-		start = min
-	}
-	if qs != nil {
-		s.st.resets.Add(1)
-		s.log.Info("pop: offset epoch changed, dropping in-memory queue state", "group", g, "topic", t, "queue", queue,
-			"old_epoch", qs.epoch, "epoch", ep, "restart_at", start, "dropped_in_flight", qs.pending)
-	}
-	qs = newQueueState(queue, s.incSeq.Add(1), ep, start)
-	gt.queues[queue] = qs
-	return qs
-}
-
-// commitLocked commits the queue's low-water mark if it moved.
-func (s *Service) commitLocked(gt *groupTopic, qs *queueState) {
-	low := qs.low()
-	if low <= qs.committed {
-		return
-	}
-	if err := s.offsets.CommitFenced(gt.key.group, gt.key.topic, qs.queue, low, qs.epoch); err != nil {
-		s.st.commitErrors.Add(1)
-		s.log.Warn("pop: commit failed", "group", gt.key.group, "topic", gt.key.topic, "queue", qs.queue, "offset", low, "epoch", qs.epoch, "err", err)
-		return
-	}
-	s.st.commits.Add(1)
-	qs.committed = low
-}
-
 func (s *Service) deliveries(gt *groupTopic, picks []pick) []Delivery {
 	out := make([]Delivery, len(picks))
 	for i, p := range picks {
 		out[i] = Delivery{
 			Message:  p.msg,
 			Attempts: int(p.att),
-			Handle: s.signer.encode(handle{
+			Handle: s.signer.encodeWith(handle{
 				nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen,
 				group: gt.key.group, topic: gt.key.topic,
-			}),
+			}, gt.tag),
 		}
 	}
 	return out

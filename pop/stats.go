@@ -3,35 +3,38 @@ package pop
 import "sync/atomic"
 
 // Stats is a snapshot of the Service's counters, for export as metrics.
+// Counters are uint64 with snake_case json names.
 type Stats struct {
-	Pops               int64 // valid Pop calls
-	Empty              int64 // pops answered with no message
-	Delivered          int64 // deliveries, first and repeated
-	Redelivered        int64 // deliveries with Attempts > 1
-	Acks               int64
-	Changes            int64 // successful ChangeInvisible calls
-	Commits            int64 // offsets committed
-	CommitErrors       int64
-	StaleHandles       int64
-	BadHandles         int64
-	Invalid            int64 // rejected requests
-	Clamped            int64 // pops whose Invisible was clamped
-	LockContended      int64 // pops that found the group@topic lock held
-	LockWaits          int64 // FIFO retries that queued for the lock
-	LockTimeouts       int64 // FIFO retries that gave up (ErrLockTimeout)
-	LockEvictions      int64 // abandoned holds taken away by the backstop
-	DeadLettered       int64
-	DeadLetterFailures int64
-	Resets             int64 // queue states dropped for an offset reset
-	TooManyWaiters     int64 // pops rejected with ErrTooManyWaiters
-	Waiters            int64 // long-polling pops and lock waiters right now
+	Pops               uint64 `json:"pops"`           // valid Pop calls
+	Empty              uint64 `json:"empty"`          // pops answered with no message
+	Delivered          uint64 `json:"delivered"`      // deliveries, first and repeated
+	Redelivered        uint64 `json:"redelivered"`    // deliveries with Attempts > 1
+	Filtered           uint64 `json:"filtered"`       // messages settled unseen: the group's filter rejected them
+	FilterChanges      uint64 `json:"filter_changes"` // a group@topic's filter replaced by a different one
+	Acks               uint64 `json:"acks"`
+	Changes            uint64 `json:"changes"` // successful ChangeInvisible calls
+	Commits            uint64 `json:"commits"` // offsets committed
+	CommitErrors       uint64 `json:"commit_errors"`
+	StaleHandles       uint64 `json:"stale_handles"`
+	BadHandles         uint64 `json:"bad_handles"`
+	Invalid            uint64 `json:"invalid"`        // rejected requests
+	Clamped            uint64 `json:"clamped"`        // pops whose Invisible was clamped
+	LockContended      uint64 `json:"lock_contended"` // pops that found the group@topic lock held
+	LockWaits          uint64 `json:"lock_waits"`     // FIFO retries that queued for the lock
+	LockTimeouts       uint64 `json:"lock_timeouts"`  // FIFO retries that gave up (ErrLockTimeout)
+	LockEvictions      uint64 `json:"lock_evictions"` // abandoned holds taken away by the backstop
+	DeadLettered       uint64 `json:"dead_lettered"`
+	DeadLetterFailures uint64 `json:"dead_letter_failures"`
+	Resets             uint64 `json:"resets"`           // queue states dropped for an offset reset
+	TooManyWaiters     uint64 `json:"too_many_waiters"` // pops rejected with ErrTooManyWaiters
+	Waiters            uint64 `json:"waiters"`          // long-polling pops and lock waiters right now
 }
 
 type counters struct {
-	pops, empty, delivered, redelivered, acks, changes, commits, commitErrors,
-	staleHandles, badHandles, invalid, clamped, lockContended, lockWaits,
-	lockTimeouts, lockEvictions, deadLettered, deadLetterFailures, resets,
-	tooManyWaiters atomic.Int64
+	pops, empty, delivered, redelivered, filtered, filterChanges, acks, changes,
+	commits, commitErrors, staleHandles, badHandles, invalid, clamped,
+	lockContended, lockWaits, lockTimeouts, lockEvictions, deadLettered,
+	deadLetterFailures, resets, tooManyWaiters atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters.
@@ -39,7 +42,8 @@ func (s *Service) Stats() Stats {
 	c := &s.st
 	return Stats{
 		Pops: c.pops.Load(), Empty: c.empty.Load(), Delivered: c.delivered.Load(),
-		Redelivered: c.redelivered.Load(), Acks: c.acks.Load(), Changes: c.changes.Load(),
+		Redelivered: c.redelivered.Load(), Filtered: c.filtered.Load(),
+		FilterChanges: c.filterChanges.Load(), Acks: c.acks.Load(), Changes: c.changes.Load(),
 		Commits: c.commits.Load(), CommitErrors: c.commitErrors.Load(),
 		StaleHandles: c.staleHandles.Load(), BadHandles: c.badHandles.Load(),
 		Invalid: c.invalid.Load(), Clamped: c.clamped.Load(),
@@ -47,6 +51,6 @@ func (s *Service) Stats() Stats {
 		LockTimeouts: c.lockTimeouts.Load(), LockEvictions: c.lockEvictions.Load(),
 		DeadLettered: c.deadLettered.Load(), DeadLetterFailures: c.deadLetterFailures.Load(),
 		Resets: c.resets.Load(), TooManyWaiters: c.tooManyWaiters.Load(),
-		Waiters: s.waiters.Load(),
+		Waiters: uint64(max(s.waiters.Load(), 0)),
 	}
 }

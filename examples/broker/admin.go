@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -143,7 +144,17 @@ func (b *Broker) handleLockBatch(_ http.ResponseWriter, r *http.Request) (any, e
 	return out, nil
 }
 
-// handleUnlock: POST /v1/unlock with queue, queues, or all:true.
+// unlockOut answers every form of unlock: unlocked says whether anything
+// was released, released how many leases.
+type unlockOut struct {
+	Unlocked bool `json:"unlocked"`
+	Released int  `json:"released"`
+}
+
+func released(n int) unlockOut { return unlockOut{Unlocked: n > 0, Released: n} }
+
+// handleUnlock: POST /v1/unlock with queue, queues, or all:true. Only the
+// client's own live leases are released.
 func (b *Broker) handleUnlock(_ http.ResponseWriter, r *http.Request) (any, error) {
 	in, err := b.lockRequest(r, false)
 	if err != nil {
@@ -154,24 +165,25 @@ func (b *Broker) handleUnlock(_ http.ResponseWriter, r *http.Request) (any, erro
 		if in.Queue != nil || len(in.Queues) > 0 {
 			return nil, badField("all", "give all, queue or queues, not several")
 		}
-		return map[string]int{"unlocked": b.locks.UnlockAll(in.ClientID)}, nil
+		return released(b.locks.UnlockAll(in.ClientID)), nil
 	case in.Group == "":
 		return nil, badField("group", "must not be empty")
 	case in.Queue != nil && len(in.Queues) > 0:
 		return nil, badField("queues", "give queue or queues, not both")
 	case in.Queue != nil:
-		q, err := b.toQueue("queue", *in.Queue)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]bool{"unlocked": b.locks.Unlock(in.Group, q, in.ClientID)}, nil
+		in.Queues = []queueJSON{*in.Queue}
 	}
 	qs, err := b.queues(in)
 	if err != nil {
 		return nil, err
 	}
-	b.locks.UnlockBatch(in.Group, qs, in.ClientID)
-	return map[string]int{"unlocked": len(qs)}, nil
+	n := 0
+	for _, q := range qs { // one by one: the answer counts what was really held
+		if b.locks.Unlock(in.Group, q, in.ClientID) {
+			n++
+		}
+	}
+	return released(n), nil
 }
 
 // handleHolder: GET /v1/lock?group=g&topic=t&queueId=0[&broker=b].
@@ -308,6 +320,11 @@ func (b *Broker) handleUnregister(_ http.ResponseWriter, r *http.Request) (any, 
 	if err != nil {
 		return nil, err
 	}
+	if !slices.ContainsFunc(b.consumers.Clients(in.Group), func(k consumer.Client) bool {
+		return k.ClientID == c.ClientID && k.ChannelID == c.ChannelID
+	}) {
+		return nil, notFound("unknown_client", "client %s is not registered in group %s on this connection", in.ClientID, in.Group)
+	}
 	if err := b.consumers.Unregister(in.Group, c); err != nil {
 		return nil, err
 	}
@@ -320,8 +337,12 @@ func (b *Broker) handleClients(_ http.ResponseWriter, r *http.Request) (any, err
 	if err := validName("group", group); err != nil {
 		return nil, err
 	}
+	clients := b.consumers.Clients(group)
+	if len(clients) == 0 { // a group lives as long as it has a client
+		return nil, notFound("unknown_group", "group %s has no clients", group)
+	}
 	out := clientsOut{Group: group, Clients: []clientJSON{}, Subscriptions: []subscriptionJSON{}}
-	for _, c := range b.consumers.Clients(group) {
+	for _, c := range clients {
 		out.Clients = append(out.Clients, clientJSON{
 			ChannelID: c.ChannelID, ClientID: c.ClientID, Language: c.Language, Version: c.Version, LastSeen: c.LastSeen,
 		})

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -12,13 +14,14 @@ import (
 	"github.com/brokercore/brokercore/store"
 )
 
-// Pop limits and defaults.
+// Pop limits. Invisible times are not limited here: pop clamps them into
+// [pop.DefaultMinInvisible, pop.DefaultMaxInvisible] and the answer says
+// what it applied. A max or invisible left out is pop's own default (1
+// message, pop.DefaultInvisible).
 const (
-	defaultInvisible = 60 * time.Second
-	maxInvisible     = 12 * time.Hour
-	maxPopBatch      = 32
-	maxAttemptIDLen  = 128
-	maxHandleLen     = 1024
+	maxPopBatch     = 32
+	maxAttemptIDLen = 128
+	maxHandleLen    = 1024
 )
 
 // popIn carries every pop.Request field. queueId left out means every
@@ -26,7 +29,7 @@ const (
 // ("30s", "1m").
 //
 //	{"group":"g","topic":"orders","clientId":"c1","max":8,"invisible":"30s",
-//	 "poll":"10s","fifo":true,"attemptId":"a-1"}
+//	 "poll":"10s","fifo":true,"attemptId":"a-1","filter":"paid || shipped"}
 type popIn struct {
 	Group     string `json:"group"`
 	Topic     string `json:"topic"`
@@ -37,6 +40,7 @@ type popIn struct {
 	Poll      string `json:"poll"`
 	FIFO      bool   `json:"fifo"`
 	AttemptID string `json:"attemptId"`
+	Filter    string `json:"filter"`
 }
 
 // messageOut is a stored message as the API shows it. body is set when the
@@ -93,8 +97,13 @@ type changeIn struct {
 	Invisible string `json:"invisible"`
 }
 
+// changeOut is the change-invisible answer: the new handle, and the
+// invisible time applied (clamped into 1s..12h like a pop's; clamped says
+// it was).
 type changeOut struct {
-	Handle string `json:"handle"`
+	Handle    string `json:"handle"`
+	Invisible string `json:"invisible"`
+	Clamped   bool   `json:"clamped,omitempty"`
 }
 
 func toMessageOut(m *store.Message) messageOut {
@@ -120,7 +129,8 @@ func toMessageOut(m *store.Message) messageOut {
 	return o
 }
 
-// duration parses an optional Go duration field within [0, max].
+// duration parses an optional Go duration field within [0, max] (max 0:
+// no upper bound).
 func duration(field, v string, def, max time.Duration) (time.Duration, error) {
 	if v == "" {
 		return def, nil
@@ -129,14 +139,29 @@ func duration(field, v string, def, max time.Duration) (time.Duration, error) {
 	if err != nil {
 		return 0, badField(field, "not a duration like \"30s\": %q", v)
 	}
-	if d < 0 || d > max {
+	if d < 0 {
+		return 0, badField(field, "must not be negative")
+	}
+	if max > 0 && d > max {
 		return 0, badField(field, "must be 0..%s", max)
 	}
 	return d, nil
 }
 
+// clampInvisible is what pop applies to an invisible time (the broker runs
+// pop with its default bounds).
+func clampInvisible(d time.Duration) (time.Duration, bool) {
+	switch {
+	case d < pop.DefaultMinInvisible:
+		return pop.DefaultMinInvisible, true
+	case d > pop.DefaultMaxInvisible:
+		return pop.DefaultMaxInvisible, true
+	}
+	return d, false
+}
+
 func (b *Broker) popRequest(in popIn) (pop.Request, error) {
-	req := pop.Request{Group: in.Group, Topic: in.Topic, ClientID: in.ClientID, FIFO: in.FIFO, AttemptID: in.AttemptID}
+	req := pop.Request{Group: in.Group, Topic: in.Topic, ClientID: in.ClientID, FIFO: in.FIFO, AttemptID: in.AttemptID, Filter: in.Filter}
 	if err := validName("group", in.Group); err != nil {
 		return req, err
 	}
@@ -156,19 +181,18 @@ func (b *Broker) popRequest(in popIn) (pop.Request, error) {
 		}
 		req.QueueID = *in.QueueID
 	}
-	req.Max = in.Max
-	if in.Max == 0 {
-		req.Max = 1
-	}
-	if req.Max < 1 || req.Max > maxPopBatch {
-		return req, badField("max", "must be 1..%d", maxPopBatch)
+	req.Max = in.Max // 0: pop's default, one message
+	if req.Max < 0 || req.Max > maxPopBatch {
+		return req, badField("max", "must be 1..%d (0 or left out: 1)", maxPopBatch)
 	}
 	var err error
-	if req.Invisible, err = duration("invisible", in.Invisible, defaultInvisible, maxInvisible); err != nil {
+	// Left out: 0, pop's default. An explicit "0s" is refused rather than
+	// read as "the default", which nobody writing it means.
+	if req.Invisible, err = duration("invisible", in.Invisible, 0, 0); err != nil {
 		return req, err
 	}
-	if req.Invisible == 0 {
-		return req, badField("invisible", "must be more than 0")
+	if in.Invisible != "" && req.Invisible == 0 {
+		return req, badField("invisible", "must be more than 0 (leave it out for the default %s)", pop.DefaultInvisible)
 	}
 	if req.Poll, err = duration("poll", in.Poll, 0, b.cfg.MaxPoll); err != nil {
 		return req, err
@@ -179,7 +203,7 @@ func (b *Broker) popRequest(in popIn) (pop.Request, error) {
 	if err := validText("attemptId", in.AttemptID, maxAttemptIDLen); err != nil {
 		return req, err
 	}
-	return req, nil
+	return req, validText("filter", in.Filter, maxValueLen)
 }
 
 // handlePop: POST /v1/pop. A long poll ends when a message arrives, when
@@ -215,6 +239,8 @@ func (b *Broker) handlePop(w http.ResponseWriter, r *http.Request) (any, error) 
 			return nil, errClientGone
 		case b.pollCtx.Err() != nil:
 			return nil, errShuttingDown
+		case errors.Is(err, pop.ErrInvalid) && strings.Contains(err.Error(), "filter"):
+			return nil, b.fieldError("filter", err) // the filter's syntax is pop's to check
 		}
 		return nil, err
 	}
@@ -275,8 +301,9 @@ func (b *Broker) handleAck(_ http.ResponseWriter, r *http.Request) (any, error) 
 }
 
 // handleChangeInvisible: POST /v1/change-invisible. "0s" makes the message
-// visible again at once (a nak); the answer carries the new handle, and the
-// old one is stale from now on.
+// visible again after pop's least invisible time, 1 s (a nak); the answer
+// carries the new handle and the time applied, and the old handle is stale
+// from now on.
 func (b *Broker) handleChangeInvisible(_ http.ResponseWriter, r *http.Request) (any, error) {
 	var in changeIn
 	if err := decode(r, &in); err != nil {
@@ -288,7 +315,7 @@ func (b *Broker) handleChangeInvisible(_ http.ResponseWriter, r *http.Request) (
 	if in.Invisible == "" {
 		return nil, badField("invisible", "required, e.g. \"30s\"")
 	}
-	d, err := duration("invisible", in.Invisible, 0, maxInvisible)
+	d, err := duration("invisible", in.Invisible, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -296,5 +323,6 @@ func (b *Broker) handleChangeInvisible(_ http.ResponseWriter, r *http.Request) (
 	if err != nil {
 		return nil, err
 	}
-	return changeOut{Handle: h}, nil
+	applied, clamped := clampInvisible(d)
+	return changeOut{Handle: h, Invisible: applied.String(), Clamped: clamped}, nil
 }

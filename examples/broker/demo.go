@@ -72,7 +72,7 @@ func runDemo(ctx context.Context, out io.Writer, logger *slog.Logger) (err error
 	}
 	defer os.RemoveAll(dir)
 	// The demo's own story goes to out; the packages only log warnings.
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := slog.New(slog.DiscardHandler)
 	if logger != nil {
 		quiet = slog.New(&levelFilter{min: slog.LevelWarn, Handler: logger.Handler()})
 	}

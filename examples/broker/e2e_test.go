@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -191,12 +192,14 @@ func TestEndToEndRestartReturnsNothingAckedAndLosesNothingUnacked(t *testing.T) 
 	var un map[string]any
 	require.NoError(t, c.call(ctx, "POST", "/v1/unlock", lockIn{Group: group, ClientID: "c1", Queue: &qa}, &un))
 	assert.Equal(t, true, un["unlocked"])
+	assert.Equal(t, float64(1), un["released"])
 	require.NoError(t, c.call(ctx, "POST", "/v1/lock", lockIn{Group: group, ClientID: "c2", Queue: &qa}, &lo))
 	assert.True(t, lo.Locked)
 	assert.Greater(t, lo.Lease.Token, token, "the fencing token grows with each new owner")
 	require.NoError(t, c.call(ctx, "POST", "/v1/unlock", lockIn{Group: group, ClientID: "c2", Queues: []queueJSON{qa}}, &un))
 	require.NoError(t, c.call(ctx, "POST", "/v1/unlock", lockIn{ClientID: "c2", All: true}, &un))
-	assert.Equal(t, float64(1), un["unlocked"], "queue 1 was still held")
+	assert.Equal(t, true, un["unlocked"], "queue 1 was still held")
+	assert.Equal(t, float64(1), un["released"])
 
 	// ---- consumers: heartbeats with and without subscriptions,
 	// unregister, and a closed connection removing its consumer.
@@ -213,11 +216,12 @@ func TestEndToEndRestartReturnsNothingAckedAndLosesNothingUnacked(t *testing.T) 
 	assert.Equal(t, hbOut["channelId"], cl.Clients[0].ChannelID)
 	assert.Equal(t, []subscriptionJSON{{Topic: topic, Expression: "created || paid"}}, cl.Subscriptions)
 	require.NoError(t, hb.call(ctx, "POST", "/v1/unregister", unregisterIn{Group: "audit", ClientID: "c1"}, nil))
-	require.NoError(t, c.call(ctx, "GET", "/v1/groups/audit/clients", nil, &cl))
-	assert.Empty(t, cl.Clients)
+	assert.Equal(t, http.StatusNotFound, statusOf(t, c.call(ctx, "GET", "/v1/groups/audit/clients", nil, &cl)),
+		"a group lives as long as it has a client")
 	hbTransport.CloseIdleConnections() // the consumer's connection goes away
 	require.Eventually(t, func() bool {
-		return c.call(ctx, "GET", "/v1/groups/"+group+"/clients", nil, &cl) == nil && len(cl.Clients) == 0
+		var ae *apiError
+		return errors.As(c.call(ctx, "GET", "/v1/groups/"+group+"/clients", nil, &cl), &ae) && ae.Status == http.StatusNotFound
 	}, 5*time.Second, 5*time.Millisecond, "ChannelClosed did not remove the consumer")
 
 	// ---- offsets of a client-side consumer group.
@@ -230,7 +234,7 @@ func TestEndToEndRestartReturnsNothingAckedAndLosesNothingUnacked(t *testing.T) 
 	// ---- stats: every package reports.
 	var st map[string]any
 	require.NoError(t, c.call(ctx, "GET", "/v1/stats", nil, &st))
-	for _, k := range []string{"store", "pop", "lock", "schedule", "scheduleProgress", "consumer", "offset", "http"} {
+	for _, k := range []string{"store", "pop", "lock", "schedule", "schedule_progress", "consumer", "offset", "http"} {
 		assert.NotNil(t, st[k], k)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -59,9 +60,9 @@ type HTTPStats struct {
 	Requests    int64 `json:"requests"`
 	Rejected    int64 `json:"rejected"`
 	Failed      int64 `json:"failed"`
-	OpenConns   int64 `json:"openConns"`
-	LongPolls   int64 `json:"longPolls"`
-	ClosedChans int64 `json:"closedChannels"`
+	OpenConns   int64 `json:"open_conns"`
+	LongPolls   int64 `json:"long_polls"`
+	ClosedChans int64 `json:"closed_channels"`
 }
 
 func (s *httpStats) snapshot() HTTPStats {
@@ -75,33 +76,72 @@ func (s *httpStats) snapshot() HTTPStats {
 	}
 }
 
+// route is one endpoint of the API.
+type route struct {
+	method, pattern string
+	h               func(w http.ResponseWriter, r *http.Request) (any, error)
+}
+
+func (b *Broker) routes() []route {
+	return []route{
+		{"POST", "/v1/messages", b.handleProduce},
+		{"POST", "/v1/messages/batch", b.handleProduceBatch},
+		{"POST", "/v1/timers/cancel", b.handleCancelTimer},
+		{"POST", "/v1/pop", b.handlePop},
+		{"POST", "/v1/ack", b.handleAck},
+		{"POST", "/v1/change-invisible", b.handleChangeInvisible},
+		{"POST", "/v1/lock", b.handleLock},
+		{"POST", "/v1/lock-batch", b.handleLockBatch},
+		{"POST", "/v1/unlock", b.handleUnlock},
+		{"GET", "/v1/lock", b.handleHolder},
+		{"POST", "/v1/heartbeat", b.handleHeartbeat},
+		{"POST", "/v1/unregister", b.handleUnregister},
+		{"GET", "/v1/groups/{group}/clients", b.handleClients},
+		{"POST", "/v1/offsets/commit", b.handleCommit},
+		{"GET", "/v1/offsets", b.handleQueryOffset},
+		{"POST", "/v1/offsets/reset", b.handleReset},
+		{"GET", "/v1/stats", b.handleStats},
+		{"GET", "/stats", b.handleStats},
+		{"GET", "/healthz", func(http.ResponseWriter, *http.Request) (any, error) {
+			return map[string]string{"status": "ok"}, nil
+		}},
+	}
+}
+
 // Handler returns the broker's HTTP API. Routes use Go 1.22 method patterns;
-// the README lists them with curl lines.
+// the README lists them with curl lines. A known path with the wrong
+// method is a 405 with an Allow header; an unknown path a 404; both JSON.
 func (b *Broker) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/messages", b.api(b.handleProduce))
-	mux.HandleFunc("POST /v1/messages/batch", b.api(b.handleProduceBatch))
-	mux.HandleFunc("POST /v1/pop", b.api(b.handlePop))
-	mux.HandleFunc("POST /v1/ack", b.api(b.handleAck))
-	mux.HandleFunc("POST /v1/change-invisible", b.api(b.handleChangeInvisible))
-	mux.HandleFunc("POST /v1/lock", b.api(b.handleLock))
-	mux.HandleFunc("POST /v1/lock-batch", b.api(b.handleLockBatch))
-	mux.HandleFunc("POST /v1/unlock", b.api(b.handleUnlock))
-	mux.HandleFunc("GET /v1/lock", b.api(b.handleHolder))
-	mux.HandleFunc("POST /v1/heartbeat", b.api(b.handleHeartbeat))
-	mux.HandleFunc("POST /v1/unregister", b.api(b.handleUnregister))
-	mux.HandleFunc("GET /v1/groups/{group}/clients", b.api(b.handleClients))
-	mux.HandleFunc("POST /v1/offsets/commit", b.api(b.handleCommit))
-	mux.HandleFunc("GET /v1/offsets", b.api(b.handleQueryOffset))
-	mux.HandleFunc("POST /v1/offsets/reset", b.api(b.handleReset))
-	mux.HandleFunc("GET /v1/stats", b.api(b.handleStats))
-	mux.HandleFunc("GET /stats", b.api(b.handleStats))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, &apiError{Message: "no such endpoint: " + r.Method + " " + r.URL.Path, Code: "not_found"})
-	})
+	allow := map[string][]string{}
+	var patterns []string
+	for _, rt := range b.routes() {
+		mux.HandleFunc(rt.method+" "+rt.pattern, b.api(rt.h))
+		if allow[rt.pattern] == nil {
+			patterns = append(patterns, rt.pattern)
+		}
+		allow[rt.pattern] = append(allow[rt.pattern], rt.method)
+		if rt.method == http.MethodGet {
+			allow[rt.pattern] = append(allow[rt.pattern], http.MethodHead) // GET patterns serve HEAD too
+		}
+	}
+	// A pattern without a method is less specific than those with one, so
+	// it only sees the methods nothing else takes.
+	for _, p := range patterns {
+		methods := allow[p]
+		slices.Sort(methods)
+		mux.HandleFunc(p, b.api(func(w http.ResponseWriter, r *http.Request) (any, error) {
+			w.Header().Set("Allow", strings.Join(methods, ", "))
+			return nil, &apiError{
+				Status:  http.StatusMethodNotAllowed,
+				Message: r.Method + " " + r.URL.Path + ": method not allowed; use " + strings.Join(methods, " or "),
+				Code:    "method_not_allowed",
+			}
+		}))
+	}
+	mux.HandleFunc("/", b.api(func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		return nil, &apiError{Status: http.StatusNotFound, Message: "no such endpoint: " + r.Method + " " + r.URL.Path, Code: "not_found"}
+	}))
 	return b.count(mux)
 }
 
@@ -183,7 +223,7 @@ func (b *Broker) api(h func(w http.ResponseWriter, r *http.Request) (any, error)
 			case ae.Status >= 500 && ae.Code != "shutting_down":
 				b.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 			default:
-				b.log.Info("request rejected", "method", r.Method, "path", r.URL.Path,
+				b.log.Debug("request rejected", "method", r.Method, "path", r.URL.Path,
 					"remote", r.RemoteAddr, "status", ae.Status, "code", ae.Code, "field", ae.Field, "err", ae.Message)
 			}
 			if ae.Status == http.StatusServiceUnavailable {

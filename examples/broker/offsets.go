@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -61,8 +63,27 @@ func validGroupTopic(group, topic string) error {
 	return validName("topic", topic)
 }
 
+// notFound is the 404 answer for a name the broker does not know.
+func notFound(code, format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf(format, args...), Code: code}
+}
+
+// knownQueue answers 404 for a topic, or a queue of it, that holds nothing
+// readable yet: offsets only exist for what is in the log.
+func (b *Broker) knownQueue(topic string, q int) error {
+	qs := b.store.Queues(topic)
+	switch {
+	case len(qs) == 0:
+		return notFound("unknown_topic", "topic %s: no messages stored", topic)
+	case !slices.Contains(qs, q):
+		return notFound("unknown_queue", "topic %s has no queue %d (it has %v)", topic, q, qs)
+	}
+	return nil
+}
+
 // handleCommit: POST /v1/offsets/commit (a client-side consumer's
-// progress; pop commits its own on ack).
+// progress; pop commits its own on ack). An offset past the queue's end is
+// refused as a reset past it is.
 func (b *Broker) handleCommit(_ http.ResponseWriter, r *http.Request) (any, error) {
 	var in commitIn
 	if err := decode(r, &in); err != nil {
@@ -77,18 +98,52 @@ func (b *Broker) handleCommit(_ http.ResponseWriter, r *http.Request) (any, erro
 	if in.Offset < 0 {
 		return nil, badField("offset", "must not be negative")
 	}
-	if err := b.offsets.Commit(in.Group, in.Topic, in.QueueID, in.Offset); err != nil {
+	if err := b.knownQueue(in.Topic, in.QueueID); err != nil {
 		return nil, err
+	}
+	if max := b.store.MaxOffset(in.Topic, in.QueueID); in.Offset > max {
+		return nil, badField("offset", "queue %d ends at %d", in.QueueID, max)
+	}
+	if err := b.offsets.Commit(in.Group, in.Topic, in.QueueID, in.Offset); err != nil {
+		return nil, b.fieldError("offset", err)
 	}
 	return b.offsetOf(in.Group, in.Topic, in.QueueID), nil
 }
 
-// handleQueryOffset: GET /v1/offsets?group=g&topic=t&queueId=0.
+// offsetsOut is the list answer of GET /v1/offsets.
+type offsetsOut struct {
+	Group   string      `json:"group"`
+	Offsets []offsetOut `json:"offsets"`
+}
+
+// handleQueryOffset: GET /v1/offsets?group=g&topic=t&queueId=0 answers one
+// queue; without queueId every queue of the topic; without topic every
+// queue the group has committed an offset for.
 func (b *Broker) handleQueryOffset(_ http.ResponseWriter, r *http.Request) (any, error) {
 	qv := r.URL.Query()
 	group, topic := qv.Get("group"), qv.Get("topic")
-	if err := validGroupTopic(group, topic); err != nil {
+	if err := validName("group", group); err != nil {
 		return nil, err
+	}
+	if topic == "" {
+		if qv.Has("queueId") {
+			return nil, badField("topic", "required with queueId")
+		}
+		return b.groupOffsets(group)
+	}
+	if err := validName("topic", topic); err != nil {
+		return nil, err
+	}
+	if !qv.Has("queueId") {
+		qs := b.store.Queues(topic)
+		if len(qs) == 0 {
+			return nil, notFound("unknown_topic", "topic %s: no messages stored", topic)
+		}
+		out := offsetsOut{Group: group, Offsets: make([]offsetOut, 0, len(qs))}
+		for _, q := range qs {
+			out.Offsets = append(out.Offsets, b.offsetOf(group, topic, q))
+		}
+		return out, nil
 	}
 	q, err := queryInt("queueId", qv.Get("queueId"))
 	if err != nil {
@@ -97,7 +152,27 @@ func (b *Broker) handleQueryOffset(_ http.ResponseWriter, r *http.Request) (any,
 	if err := validQueue("queueId", q); err != nil {
 		return nil, err
 	}
+	if err := b.knownQueue(topic, q); err != nil {
+		return nil, err
+	}
 	return b.offsetOf(group, topic, q), nil
+}
+
+// groupOffsets lists every queue the group has a committed offset for,
+// sorted by topic and queue.
+func (b *Broker) groupOffsets(group string) (any, error) {
+	out := offsetsOut{Group: group, Offsets: []offsetOut{}}
+	for _, topic := range b.offsets.Topics(group) {
+		for _, q := range b.store.Queues(topic) {
+			if _, ok := b.offsets.Committed(group, topic, q); ok {
+				out.Offsets = append(out.Offsets, b.offsetOf(group, topic, q))
+			}
+		}
+	}
+	if len(out.Offsets) == 0 {
+		return nil, notFound("unknown_group", "group %s has no committed offsets", group)
+	}
+	return out, nil
 }
 
 // handleReset: POST /v1/offsets/reset. The reset bumps the queue's epoch:
@@ -130,9 +205,12 @@ func (b *Broker) handleReset(_ http.ResponseWriter, r *http.Request) (any, error
 		if err := validQueue("queueId", *in.QueueID); err != nil {
 			return nil, err
 		}
+		if err := b.knownQueue(in.Topic, *in.QueueID); err != nil {
+			return nil, err
+		}
 		queues = []int{*in.QueueID}
-	} else {
-		queues = b.store.Queues(in.Topic)
+	} else if queues = b.store.Queues(in.Topic); len(queues) == 0 {
+		return nil, notFound("unknown_topic", "topic %s: no messages stored", in.Topic)
 	}
 	if in.Offset != nil {
 		// Check every queue before resetting any: all or nothing.
@@ -160,13 +238,14 @@ func (b *Broker) handleReset(_ http.ResponseWriter, r *http.Request) (any, error
 	return out, nil
 }
 
-// statsOut is GET /v1/stats: every package's Stats, as each defines it.
+// statsOut is GET /v1/stats: every package's Stats, in snake_case with
+// durations as strings (statsJSON), whatever shape each package gives it.
 type statsOut struct {
 	Store            any           `json:"store"`
 	Pop              any           `json:"pop"`
 	Lock             any           `json:"lock"`
 	Schedule         any           `json:"schedule"`
-	ScheduleProgress map[int]int64 `json:"scheduleProgress"`
+	ScheduleProgress map[int]int64 `json:"schedule_progress"`
 	Consumer         any           `json:"consumer"`
 	Offset           any           `json:"offset"`
 	HTTP             HTTPStats     `json:"http"`
@@ -174,13 +253,13 @@ type statsOut struct {
 
 func (b *Broker) handleStats(_ http.ResponseWriter, _ *http.Request) (any, error) {
 	return statsOut{
-		Store:            b.store.Stats(),
-		Pop:              b.pop.Stats(),
-		Lock:             b.locks.Stats(),
-		Schedule:         b.sched.Stats(),
+		Store:            statsJSON(b.store.Stats()),
+		Pop:              statsJSON(b.pop.Stats()),
+		Lock:             statsJSON(b.locks.Stats()),
+		Schedule:         statsJSON(b.sched.Stats()),
 		ScheduleProgress: b.sched.Progress(),
-		Consumer:         b.consumers.Stats(),
-		Offset:           b.offsets.Stats(),
+		Consumer:         statsJSON(b.consumers.Stats()),
+		Offset:           statsJSON(b.offsets.Stats()),
 		HTTP:             b.httpStats.snapshot(),
 	}, nil
 }

@@ -1,0 +1,240 @@
+package brokercore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/brokercore/brokercore/consumer"
+	"github.com/brokercore/brokercore/lock"
+	"github.com/brokercore/brokercore/offset"
+	"github.com/brokercore/brokercore/pop"
+	"github.com/brokercore/brokercore/schedule"
+	"github.com/brokercore/brokercore/store"
+)
+
+// Broker is the composed broker core that Open returns: a store, a pop
+// service, an offset manager, a scheduler, a lock table and a consumer
+// registry, wired to each other. Each piece is reachable through its
+// accessor and used directly; Close stops them all.
+type Broker struct {
+	log       *slog.Logger
+	store     *store.Store
+	offsets   *offset.Manager
+	pop       *pop.Service
+	sched     *schedule.Scheduler
+	locks     *lock.Table
+	consumers *consumer.Registry
+
+	// closers run in reverse order on Close (and on a failed Open).
+	closers []closer
+
+	stop      chan struct{} // closed by Close: housekeeping ends
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type closer struct {
+	name string
+	fn   func() error
+}
+
+// Open opens (creating it if needed) the broker core kept in dir:
+//
+//   - the store in dir/StoreDir, whose arrivals — the scheduler's deliveries
+//     included — wake the pop service's long polls;
+//   - the offset manager persisted at dir/OffsetsFile, which the pop service
+//     commits to, bounded by the store (an offset past a queue's end is
+//     offset.ErrBeyondEnd for Commit and Reset alike);
+//   - the pop service, whose dead letters are appended to queue 0 of
+//     DeadLetterPrefix+group, and whose receipt handles are signed with the
+//     key in dir/HandleKeyFile (so handles from before a restart answer
+//     pop.ErrStaleHandle, not pop.ErrBadHandle);
+//   - the scheduler, with its progress in dir/ScheduleDir/ProgressFile,
+//     started, so delayed messages are delivered exactly once across
+//     reopens;
+//   - the lock table and the consumer registry, swept and scanned every
+//     Options.LockSweepEvery and Options.ConsumerScanEvery.
+//
+// Options.Now and Options.Logger go to every package whose own is nil.
+// If any piece fails to open, the ones already opened are closed again and
+// the error says which piece failed.
+func Open(dir string, opts Options) (*Broker, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty directory", ErrInvalid)
+	}
+	opts = opts.withDefaults(dir)
+	b := &Broker{log: opts.Logger.With("pkg", "brokercore"), stop: make(chan struct{})}
+	if err := b.open(dir, opts); err != nil {
+		b.closeAll()
+		opts.Logger.Debug("open failed", "dir", dir, "err", err)
+		return nil, err
+	}
+	b.startHousekeeping(opts.LockSweepEvery, opts.ConsumerScanEvery)
+	return b, nil
+}
+
+// open opens the pieces in dependency order, registering each one's closer
+// as soon as it is open.
+func (b *Broker) open(dir string, opts Options) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("brokercore: %w", err)
+	}
+	st, err := store.Open(filepath.Join(dir, StoreDir), opts.Store)
+	if err != nil {
+		return fmt.Errorf("brokercore: store: %w", err)
+	}
+	b.store = st
+	b.add("store", st.Close)
+
+	oo := opts.Offset
+	if oo.Bounds == nil {
+		oo.Bounds = st
+	}
+	offs, err := offset.Open(oo)
+	if err != nil {
+		return fmt.Errorf("brokercore: offsets: %w", err)
+	}
+	b.offsets = offs
+	b.add("offsets", offs.Close)
+
+	po := opts.Pop
+	if po.Offsets == nil {
+		po.Offsets = offs
+	}
+	if po.DeadLetter == nil {
+		po.DeadLetter = b.deadLetter
+	}
+	if po.HandleKey == nil {
+		if po.HandleKey, err = loadHandleKey(filepath.Join(dir, HandleKeyFile)); err != nil {
+			return err
+		}
+	}
+	svc := pop.New(st, po)
+	b.pop = svc
+	b.add("pop", svc.Close) // pop.New subscribed itself to the store's arrivals; Close cancels it
+
+	if err := os.MkdirAll(filepath.Dir(opts.Schedule.ProgressPath), 0o755); err != nil {
+		return fmt.Errorf("brokercore: scheduler: %w", err)
+	}
+	sch, err := schedule.New(st, opts.Schedule)
+	if err != nil {
+		return fmt.Errorf("brokercore: scheduler: %w", err)
+	}
+	if err := sch.Start(); err != nil {
+		return fmt.Errorf("brokercore: scheduler: %w", err)
+	}
+	b.sched = sch
+	b.add("scheduler", sch.Stop)
+
+	b.locks = lock.New(opts.Lock)
+	b.add("locks", b.locks.Close)
+	b.consumers = consumer.New(opts.Consumer)
+	b.add("consumers", b.consumers.Close)
+	return nil
+}
+
+func (b *Broker) add(name string, fn func() error) {
+	b.closers = append(b.closers, closer{name, fn})
+}
+
+// deadLetter is pop.Options.DeadLetter: it appends a copy of m to the
+// group's dead-letter topic.
+func (b *Broker) deadLetter(group string, m *store.Message) error {
+	dl := DeadLetterMessage(group, m)
+	if err := b.store.Append(dl); err != nil {
+		return fmt.Errorf("brokercore: dead letter: %w", err)
+	}
+	b.log.Debug("dead letter appended", "group", group, "topic", m.Topic, "queue", m.QueueID,
+		"offset", m.QueueOffset, "dlq_offset", dl.QueueOffset)
+	return nil
+}
+
+// startHousekeeping starts the one goroutine that sweeps the lock table and
+// scans the consumer registry; Close stops it and waits for it.
+func (b *Broker) startHousekeeping(sweepEvery, scanEvery time.Duration) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		sweep, stopSweep := ticker(sweepEvery)
+		defer stopSweep()
+		scan, stopScan := ticker(scanEvery)
+		defer stopScan()
+		for {
+			select {
+			case <-b.stop:
+				return
+			case <-sweep:
+				b.locks.Sweep()
+			case <-scan:
+				b.consumers.Scan()
+			}
+		}
+	}()
+}
+
+// ticker returns the channel of a ticker of period d and its stop, or a nil
+// channel (never ready) for a negative d.
+func ticker(d time.Duration) (<-chan time.Time, func()) {
+	if d < 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// Store returns the broker's store.
+func (b *Broker) Store() *store.Store { return b.store }
+
+// Pop returns the broker's pop service.
+func (b *Broker) Pop() *pop.Service { return b.pop }
+
+// Offsets returns the broker's offset manager.
+func (b *Broker) Offsets() *offset.Manager { return b.offsets }
+
+// Scheduler returns the broker's scheduler (started by Open).
+func (b *Broker) Scheduler() *schedule.Scheduler { return b.sched }
+
+// Locks returns the broker's lock table.
+func (b *Broker) Locks() *lock.Table { return b.locks }
+
+// Consumers returns the broker's consumer registry.
+func (b *Broker) Consumers() *consumer.Registry { return b.consumers }
+
+// Close stops everything in the reverse order of Open and returns after
+// every goroutine has exited: housekeeping, the consumer registry and the
+// lock table, then the scheduler (its in-flight deliveries finish and their
+// progress is recorded), the pop service (it cancels its arrival
+// subscription; long polls answer pop.ErrClosed), the offset manager
+// (written a last time) and the store. Afterwards the store, the pop
+// service, the offset manager and the consumer registry answer their
+// ErrClosed, the lock table refuses every lock and unlock (its calls answer
+// booleans), and the scheduler stays stopped (do not Start it again). Reads
+// of in-memory state keep answering. Close is idempotent; later calls
+// return the first call's result, which joins the errors of every piece
+// that failed to close.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		close(b.stop)
+		b.wg.Wait()
+		b.closeErr = b.closeAll()
+	})
+	return b.closeErr
+}
+
+func (b *Broker) closeAll() error {
+	var errs []error
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		c := b.closers[i]
+		if err := c.fn(); err != nil {
+			errs = append(errs, fmt.Errorf("brokercore: close %s: %w", c.name, err))
+		}
+	}
+	b.closers = nil
+	return errors.Join(errs...)
+}
