@@ -133,7 +133,9 @@ func (b *Broker) open(dir string, opts Options) error {
 	b.add("scheduler", sch.Stop)
 
 	b.locks = lock.New(opts.Lock)
+	b.add("locks", b.locks.Close)
 	b.consumers = consumer.New(opts.Consumer)
+	b.add("consumers", b.consumers.Close)
 	return nil
 }
 
@@ -205,14 +207,17 @@ func (b *Broker) Locks() *lock.Table { return b.locks }
 func (b *Broker) Consumers() *consumer.Registry { return b.consumers }
 
 // Close stops everything in the reverse order of Open and returns after
-// every goroutine has exited: housekeeping, then the scheduler (its
-// in-flight deliveries finish and their progress is recorded), the pop
-// service (it cancels its arrival subscription; long polls answer
-// pop.ErrClosed), the
-// offset manager (written a last time) and the store. Afterwards every
-// piece answers its own ErrClosed. Close is idempotent; later calls return
-// the first call's result, which joins the errors of every piece that
-// failed to close.
+// every goroutine has exited: housekeeping, the consumer registry and the
+// lock table, then the scheduler (its in-flight deliveries finish and their
+// progress is recorded), the pop service (it cancels its arrival
+// subscription; long polls answer pop.ErrClosed), the offset manager
+// (written a last time) and the store. Afterwards the store, the pop
+// service, the offset manager and the consumer registry answer their
+// ErrClosed, the lock table refuses every lock and unlock (its calls answer
+// booleans), and the scheduler stays stopped (do not Start it again). Reads
+// of in-memory state keep answering. Close is idempotent; later calls
+// return the first call's result, which joins the errors of every piece
+// that failed to close.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.stop)

@@ -57,10 +57,10 @@ var (
 // ErrBeyondEnd and says where the queue ends now.
 type EndError struct {
 	Op           string // "commit", "fenced commit", "reset"
-	Group, Topic string
-	QueueID      int
-	Offset       int64 // the offset asked for
-	Max          int64 // the queue's end (Bounds.MaxOffset)
+	Group, Topic string // the key's group and topic
+	QueueID      int    // the key's queue
+	Offset       int64  // the offset asked for
+	Max          int64  // the queue's end (Bounds.MaxOffset)
 }
 
 // Error implements error.

@@ -52,6 +52,14 @@ func hashKey(k key, seed uint64) uint64 {
 	return h ^ h>>31
 }
 
+// newClaimedEntry is the entry a fenced commit creates: at epoch 0 and
+// claimed from the start.
+func newClaimedEntry(offset int64) *entry {
+	e := newEntry(offset, 0)
+	e.claimed.Store(true)
+	return e
+}
+
 func newEntry(offset int64, epoch uint64) *entry {
 	e := &entry{}
 	e.offset.Store(offset)
@@ -238,7 +246,7 @@ func (m *Manager) backwardCommit(k key, old, offset int64) {
 	}
 	// RocketMQ's "[NOTIFYME]update consumer offset less than store" line.
 	m.log.Warn("offset: commit moves offset backwards without a reset", "group", k.group,
-		"topic", k.topic, "queue", k.queue, "old", old, "new", offset)
+		"topic", k.topic, "queue", k.queue, "offset", offset, "old_offset", old)
 }
 
 //go:noinline
@@ -336,8 +344,10 @@ func (m *Manager) CommitFenced(group, topic string, queueID int, offset int64, e
 			if epoch != 0 {
 				return m.stale(k, offset, epoch, 0)
 			}
-			if e, ok = m.entries.LoadOrCompute(k, func() *entry { return newEntry(offset, 0) }); !ok {
-				claim(e)
+			// Created claimed, before anyone can see it: a plain Commit
+			// that finds the entry must already see the fenced committer.
+			if e, ok = m.entries.LoadOrCompute(k, func() *entry { return newClaimedEntry(offset) }); !ok {
+				m.claims.Delete(k)
 				return m.afterCommit(&k, e, 0, offset, false, true)
 			}
 		}

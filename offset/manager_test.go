@@ -109,7 +109,7 @@ func TestBackwardCommitIsAcceptedAndLogged(t *testing.T) {
 	assert.Equal(t, int64(90), off)
 	assert.Equal(t, uint64(1), m.Stats().BackwardCommits)
 	assert.Contains(t, buf.String(), "backwards")
-	assert.Contains(t, buf.String(), "old=100")
+	assert.Contains(t, buf.String(), "old_offset=100")
 }
 
 func TestInvalidInputIsRejectedAndChangesNothing(t *testing.T) {

@@ -14,7 +14,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -424,7 +426,7 @@ func TestAcceptTickRechecksDueTimesWhileStarted(t *testing.T) {
 	produce(t, s, e.st, &store.Message{Topic: "real", Body: []byte("b")}, 1)
 	e.clk.Advance(time.Hour)
 	reads := e.clk.reads.Load()
-	time.Sleep(20 * tick)
+	assert.False(t, goroutineIn("schedule.(*Scheduler).loop"), "Stop returned with a delivery loop still running")
 	assert.Equal(t, int64(1), e.st.MaxOffset("real", 0), "a stopped scheduler delivers nothing")
 	assert.LessOrEqual(t, e.clk.reads.Load()-reads, int64(0), "a stopped scheduler reads no clock")
 }
@@ -653,7 +655,11 @@ func TestAcceptZombieDeliveryOfAnOldGenerationCannotDeliverTwice(t *testing.T) {
 		assert.NoError(t, s.Stop())
 		assert.NoError(t, s.Start())
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Let the flap get going: Stop is then fencing the in-flight append
+	// (or, were it broken, already through).
+	require.Eventually(t, func() bool {
+		return goroutineIn("schedule.(*Scheduler).Stop")
+	}, 5*time.Second, time.Millisecond)
 	g.close()
 	<-flapped
 	require.Eventually(t, func() bool { return e.st.MaxOffset("real", 0) >= n }, 5*time.Second, time.Millisecond)
@@ -698,7 +704,7 @@ func testInterleaving(t *testing.T, withFile bool) {
 			default:
 				_ = s.Progress()
 				_ = s.Stats()
-				time.Sleep(100 * time.Microsecond)
+				runtime.Gosched()
 			}
 		}
 	}()
@@ -715,7 +721,9 @@ func testInterleaving(t *testing.T, withFile bool) {
 					assert.NoError(t, s.Stop())
 				}
 				e.clk.Advance(time.Duration(r.IntN(300)) * time.Millisecond)
-				time.Sleep(time.Duration(r.IntN(500)) * time.Microsecond)
+				for range r.IntN(50) {
+					runtime.Gosched()
+				}
 			}
 		}()
 	}
@@ -892,3 +900,9 @@ func TestAcceptRestartOfTheWholeHostNeitherLosesNorRepeats(t *testing.T) {
 
 // *store.Store satisfies Log, as the contract says.
 var _ schedule.Log = (*store.Store)(nil)
+
+// goroutineIn reports whether some goroutine's stack is in fn.
+func goroutineIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+}

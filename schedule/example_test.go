@@ -42,13 +42,21 @@ func Example() {
 		panic(err)
 	}
 
+	arrived := make(chan struct{}, 1)
+	cancel := log.Subscribe(func(topic string, _ int, _ int64) {
+		if topic == "orders" {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+		}
+	})
+	defer cancel()
 	if err := s.Start(); err != nil {
 		panic(err)
 	}
 	clock.Add(int64(5 * time.Second))
-	for log.MaxOffset("orders", 0) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-arrived
 	if err := s.Stop(); err != nil {
 		panic(err)
 	}

@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -196,7 +197,15 @@ func waitUntil(t interface {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(200 * time.Microsecond)
+		runtime.Gosched()
+	}
+}
+
+// yieldN gives other goroutines n chances to run: a slow step without
+// sleeping on the real clock.
+func yieldN(n int) {
+	for i := 0; i < n; i++ {
+		runtime.Gosched()
 	}
 }
 

@@ -298,3 +298,20 @@ func TestDeadLettersArePoppableOverHTTP(t *testing.T) {
 	require.Len(t, res.Messages, 1)
 	assert.Equal(t, "poison", *res.Messages[0].Body)
 }
+
+func TestSnakeCase(t *testing.T) {
+	for in, want := range map[string]string{
+		"LastFlushDuration": "last_flush_duration", "QueueID": "queue_id", "HTTP": "http",
+		"TakenOver": "taken_over", "LogMin": "log_min", "Pops": "pops", "P99Latency": "p99_latency",
+	} {
+		assert.Equal(t, want, snakeCase(in), in)
+	}
+	// A json tag wins; durations become strings; nested values too.
+	type inner struct{ Wait time.Duration }
+	got := statsJSON(struct {
+		Tagged int `json:"my_name"`
+		Skip   int `json:"-"`
+		Nested []inner
+	}{Tagged: 1, Nested: []inner{{Wait: 1500 * time.Millisecond}}})
+	assert.Equal(t, map[string]any{"my_name": 1, "nested": []any{map[string]any{"wait": "1.5s"}}}, got)
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultApplyTimeout      = 5 * time.Second
+	DefaultCommitEvery       = 100 * time.Millisecond // consumer offsets: the redelivery bound after a failover
+	DefaultSnapshotThreshold = 8192                   // raft entries between snapshots
+	DefaultTrailingLogs      = 10240                  // raft entries kept after a snapshot
+	DefaultHeartbeatTimeout  = 1000 * time.Millisecond
+	DefaultElectionTimeout   = 1000 * time.Millisecond
+	DefaultLeaderLease       = 500 * time.Millisecond
+	DefaultLevels            = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+)
+
+// Config configures one node. ID and Dir are required; the zero value of
+// every other field is a working default.
+type Config struct {
+	ID  string // raft server id, stable across restarts
+	Dir string // data directory: store/, raft.db, snapshots/, node.json
+
+	// RaftAddr is the TCP address raft listens on (and advertises), used
+	// when Transport is nil.
+	RaftAddr string
+	// HTTPAddr is this node's HTTP API address, replicated so that
+	// followers can redirect to the leader.
+	HTTPAddr string
+	// Transport replaces the TCP transport (tests use raft's in-memory one).
+	Transport raft.Transport
+
+	// Bootstrap lists the initial voters (including this node) of a new
+	// cluster. A node with existing raft state ignores it.
+	Bootstrap []raft.Server
+	// ClusterID, when set, is the cluster this node must belong to: a data
+	// directory of another cluster is refused with ErrForeignDataDir. A
+	// bootstrapping node with no ClusterID gets a random one.
+	ClusterID string
+
+	// Now is the clock of produce timestamps and the scheduler; nil =
+	// time.Now. Only the leader reads it: followers take the timestamps
+	// from the entries.
+	Now    func() time.Time
+	Logger *slog.Logger
+
+	// Levels are the scheduler's delay levels (schedule.ParseLevels).
+	Levels string
+	// ScheduleTick is the scheduler's re-check period (0 = its default).
+	ScheduleTick time.Duration
+	// CommitEvery is how often acknowledged consumer offsets are committed
+	// through raft, in one entry for all queues.
+	CommitEvery time.Duration
+
+	ApplyTimeout      time.Duration
+	HeartbeatTimeout  time.Duration
+	ElectionTimeout   time.Duration
+	LeaderLeaseTimout time.Duration
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	SnapshotInterval  time.Duration
+
+	// Probe checks that a node about to be added answers; nil = an HTTP
+	// GET of its /status (needs its HTTP address).
+	Probe func(id, raftAddr, httpAddr string) error
+
+	// beforePropose is a test hook run before every scheduler delivery is
+	// proposed (the field report's slow append).
+	beforePropose func()
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.ID == "" || c.Dir == "" {
+		return c, fmt.Errorf("config: ID and Dir are required: %w", ErrInvalid)
+	}
+	if c.Transport == nil && c.RaftAddr == "" {
+		return c, fmt.Errorf("config: RaftAddr or Transport is required: %w", ErrInvalid)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Levels == "" {
+		c.Levels = DefaultLevels
+	}
+	if c.CommitEvery <= 0 {
+		c.CommitEvery = DefaultCommitEvery
+	}
+	if c.ApplyTimeout <= 0 {
+		c.ApplyTimeout = DefaultApplyTimeout
+	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if c.ElectionTimeout <= 0 {
+		c.ElectionTimeout = DefaultElectionTimeout
+	}
+	if c.LeaderLeaseTimout <= 0 {
+		c.LeaderLeaseTimout = min(DefaultLeaderLease, c.HeartbeatTimeout)
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = DefaultTrailingLogs
+	}
+	if c.SnapshotInterval <= 0 {
+		c.SnapshotInterval = 2 * time.Minute
+	}
+	return c, nil
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/brokercore/brokercore/pop"
+)
+
+// Errors a node returns, wrapped with %w and the details.
+var (
+	// ErrNotLeader: the operation needs the leader and this node is not
+	// it. The error text names the leader when one is known; the HTTP API
+	// redirects instead.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrNotCommitted: raft did not commit the entry (leadership lost,
+	// timeout, shutdown). A produce that got it was not acknowledged; it
+	// may still show up if a new leader committed it (at-least-once).
+	ErrNotCommitted = errors.New("not committed")
+	// ErrInvalid: bad input; nothing was proposed.
+	ErrInvalid = errors.New("invalid argument")
+	// ErrDuplicateMember: a membership change names a node id or address
+	// that is already a member; the configuration is unchanged.
+	ErrDuplicateMember = errors.New("duplicate member")
+	// ErrUnreachable: the node to add did not answer; the configuration is
+	// unchanged.
+	ErrUnreachable = errors.New("member unreachable")
+	// ErrUnknownMember: a removal names no member.
+	ErrUnknownMember = errors.New("unknown member")
+	// ErrLastVoter: removing the only voter would leave no cluster.
+	ErrLastVoter = errors.New("last voter")
+	// ErrForeignDataDir: the data directory belongs to another node or
+	// cluster; the node refuses to start on it.
+	ErrForeignDataDir = errors.New("data directory belongs to another node or cluster")
+	// ErrDiverged: the local store and the replicated log disagree; the
+	// node stops applying rather than serve different data.
+	ErrDiverged = errors.New("local store diverged from the log")
+	// ErrStaleProgress: a scheduler delivery did not start from the
+	// replicated progress (another delivery got there first); nothing of
+	// it was applied, and the leader restarts its scheduler from the
+	// replicated progress.
+	ErrStaleProgress = errors.New("scheduler delivery from stale progress")
+	// ErrClosed: the node was closed.
+	ErrClosed = errors.New("node closed")
+	// ErrStaleEpoch is pop's and offset's one fencing error.
+	ErrStaleEpoch = pop.ErrStaleEpoch
+)

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/brokercore/brokercore/pop"
+	"github.com/brokercore/brokercore/store"
+)
+
+// The HTTP API of one node (JSON in and out). Writes and consumption need
+// the leader: a follower answers 307 Temporary Redirect to the same path on
+// the leader's HTTP address (clients re-send the body), or 503 when no
+// leader is known. /read and /status answer locally on any node.
+//
+//	POST /produce          {"topic","queue","messages":[{"body","tags","keys","properties"}],"delay_level"}
+//	POST /pop              {"group","topic","queue","max","invisible_ms","poll_ms","filter"}
+//	POST /ack              {"handle"}
+//	POST /change-invisible {"handle","invisible_ms"}
+//	POST /members          {"id","raft_addr","http_addr"}   add a voter
+//	POST /members/remove   {"id"}
+//	GET  /read?topic=&queue=&offset=&max=
+//	GET  /status
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /produce", n.leaderOnly(n.handleProduce))
+	mux.HandleFunc("POST /pop", n.leaderOnly(n.handlePop))
+	mux.HandleFunc("POST /ack", n.leaderOnly(n.handleAck))
+	mux.HandleFunc("POST /change-invisible", n.leaderOnly(n.handleChangeInvisible))
+	mux.HandleFunc("POST /members", n.leaderOnly(n.handleAddMember))
+	mux.HandleFunc("POST /members/remove", n.leaderOnly(n.handleRemoveMember))
+	mux.HandleFunc("GET /read", n.handleRead)
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, n.Status()) })
+	return mux
+}
+
+// leaderOnly redirects to the leader unless this node leads.
+func (n *Node) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if n.IsLeader() {
+			h(w, r)
+			return
+		}
+		if addr := n.LeaderHTTP(); addr != "" && addr != n.cfg.HTTPAddr {
+			w.Header().Set("Location", "http://"+addr+r.URL.RequestURI())
+			writeJSON(w, http.StatusTemporaryRedirect, map[string]string{"error": n.notLeader().Error(), "leader": addr})
+			return
+		}
+		writeErr(w, n.notLeader())
+	}
+}
+
+type msgJSON struct {
+	Body        string            `json:"body"`
+	Tags        string            `json:"tags,omitempty"`
+	Keys        []string          `json:"keys,omitempty"`
+	Properties  map[string]string `json:"properties,omitempty"`
+	Topic       string            `json:"topic,omitempty"`
+	Queue       int               `json:"queue"`
+	QueueOffset int64             `json:"queue_offset"`
+	LogOffset   int64             `json:"log_offset"`
+	StoredAt    time.Time         `json:"stored_at"`
+	Handle      string            `json:"handle,omitempty"`
+	Attempts    int               `json:"attempts,omitempty"`
+}
+
+func toJSON(m *store.Message) msgJSON {
+	return msgJSON{Body: string(m.Body), Tags: m.Tags, Keys: m.Keys, Properties: m.Properties, Topic: m.Topic,
+		Queue: m.QueueID, QueueOffset: m.QueueOffset, LogOffset: m.LogOffset, StoredAt: m.StoredAt}
+}
+
+type produceReq struct {
+	Topic      string    `json:"topic"`
+	Queue      int       `json:"queue"`
+	Messages   []msgJSON `json:"messages"`
+	DelayLevel int       `json:"delay_level,omitempty"`
+}
+
+func (n *Node) handleProduce(w http.ResponseWriter, r *http.Request) {
+	var req produceReq
+	if !readJSON(w, r, &req) {
+		return
+	}
+	msgs := make([]*store.Message, 0, len(req.Messages))
+	for _, m := range req.Messages {
+		msgs = append(msgs, &store.Message{Topic: req.Topic, QueueID: req.Queue, Body: []byte(m.Body), Tags: m.Tags,
+			Keys: m.Keys, Properties: m.Properties, BornAt: n.cfg.Now()})
+	}
+	var out []*store.Message
+	var err error
+	switch {
+	case req.DelayLevel != 0 && len(msgs) != 1:
+		err = fmt.Errorf("a delayed produce carries exactly one message: %w", ErrInvalid)
+	case req.DelayLevel != 0:
+		var m *store.Message
+		if m, err = n.ProduceDelayed(msgs[0], req.DelayLevel); err == nil {
+			out = []*store.Message{m}
+		}
+	default:
+		out, err = n.Produce(msgs...)
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	res := struct {
+		Messages []msgJSON `json:"messages"`
+	}{}
+	for _, m := range out {
+		j := toJSON(m)
+		j.Body, j.Properties, j.Keys, j.Tags = "", nil, nil, ""
+		res.Messages = append(res.Messages, j)
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+type popReq struct {
+	Group       string `json:"group"`
+	Topic       string `json:"topic"`
+	Queue       *int   `json:"queue"` // absent = every queue
+	Max         int    `json:"max"`
+	InvisibleMS int64  `json:"invisible_ms"`
+	PollMS      int64  `json:"poll_ms"`
+	Filter      string `json:"filter"`
+}
+
+func (n *Node) handlePop(w http.ResponseWriter, r *http.Request) {
+	var req popReq
+	if !readJSON(w, r, &req) {
+		return
+	}
+	q := pop.AllQueues
+	if req.Queue != nil {
+		q = *req.Queue
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(req.PollMS)*time.Millisecond+5*time.Second)
+	defer cancel()
+	res, err := n.Pop(ctx, pop.Request{Group: req.Group, Topic: req.Topic, QueueID: q, Max: req.Max,
+		Invisible: time.Duration(req.InvisibleMS) * time.Millisecond, Poll: time.Duration(req.PollMS) * time.Millisecond,
+		Filter: req.Filter, ClientID: r.RemoteAddr})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := struct {
+		Messages []msgJSON `json:"messages"`
+	}{Messages: []msgJSON{}}
+	for _, d := range res.Messages {
+		j := toJSON(d.Message)
+		j.Handle, j.Attempts = d.Handle, d.Attempts
+		out.Messages = append(out.Messages, j)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type handleReq struct {
+	Handle      string `json:"handle"`
+	InvisibleMS int64  `json:"invisible_ms"`
+}
+
+func (n *Node) handleAck(w http.ResponseWriter, r *http.Request) {
+	var req handleReq
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if err := n.Ack(req.Handle); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+func (n *Node) handleChangeInvisible(w http.ResponseWriter, r *http.Request) {
+	var req handleReq
+	if !readJSON(w, r, &req) {
+		return
+	}
+	h, err := n.ChangeInvisible(req.Handle, time.Duration(req.InvisibleMS)*time.Millisecond)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"handle": h})
+}
+
+type memberReq struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+func (n *Node) handleAddMember(w http.ResponseWriter, r *http.Request) {
+	var req memberReq
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if err := n.AddMember(req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, n.Status())
+}
+
+func (n *Node) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
+	var req memberReq
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if err := n.RemoveMember(req.ID); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, n.Status())
+}
+
+func (n *Node) handleRead(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	queue, err1 := strconv.Atoi(q.Get("queue"))
+	offset, err2 := strconv.ParseInt(q.Get("offset"), 10, 64)
+	maxN, err3 := strconv.Atoi(q.Get("max"))
+	if err1 != nil || err2 != nil || err3 != nil {
+		writeErr(w, fmt.Errorf("read: queue, offset and max must be integers: %w", ErrInvalid))
+		return
+	}
+	msgs, err := n.Read(q.Get("topic"), queue, offset, maxN)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := struct {
+		Messages []msgJSON `json:"messages"`
+	}{Messages: []msgJSON{}}
+	for _, m := range msgs {
+		out.Messages = append(out.Messages, toJSON(m))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+const maxRequestBody = 8 << 20
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeErr(w, fmt.Errorf("request body: %v: %w", err, ErrInvalid))
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// statusOf maps an error to its HTTP status.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrInvalid), errors.Is(err, store.ErrInvalid), errors.Is(err, pop.ErrInvalid),
+		errors.Is(err, pop.ErrBadHandle), errors.Is(err, store.ErrOffsetTooSmall):
+		return http.StatusBadRequest
+	case errors.Is(err, pop.ErrStaleHandle), errors.Is(err, ErrStaleEpoch),
+		errors.Is(err, ErrDuplicateMember), errors.Is(err, ErrLastVoter):
+		return http.StatusConflict
+	case errors.Is(err, ErrUnknownMember):
+		return http.StatusNotFound
+	case errors.Is(err, ErrUnreachable):
+		return http.StatusBadGateway
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNotCommitted), errors.Is(err, pop.ErrLockTimeout),
+		errors.Is(err, pop.ErrTooManyWaiters), errors.Is(err, ErrClosed), errors.Is(err, pop.ErrClosed):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	writeJSON(w, statusOf(err), map[string]string{"error": err.Error()})
+}

@@ -1,0 +1,205 @@
+// Command cluster runs brokercore brokers replicated with hashicorp/raft.
+//
+//	go run . -bootstrap                      # three nodes on loopback, one process
+//	go run . -id n1 -raft-addr 127.0.0.1:7001 -http-addr 127.0.0.1:8001 -data d1
+//	go run . -id n2 -raft-addr 127.0.0.1:7002 -http-addr 127.0.0.1:8002 -data d2 -join 127.0.0.1:8001
+//
+// A node without -join and without raft state bootstraps a one-voter
+// cluster; -join asks that node (or any member: followers redirect) to add
+// this one as a voter. See README.md for the HTTP API.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	bootstrap := fs.Bool("bootstrap", false, "run a 3-node cluster on loopback in this process")
+	id := fs.String("id", "", "node id (stable across restarts)")
+	raftAddr := fs.String("raft-addr", "", "raft TCP address, e.g. 127.0.0.1:7001")
+	httpAddr := fs.String("http-addr", "", "HTTP API address, e.g. 127.0.0.1:8001")
+	join := fs.String("join", "", "HTTP address of a member to join through")
+	data := fs.String("data", "cluster-data", "data directory (with -bootstrap: the parent of n1, n2, n3)")
+	cluster := fs.String("cluster", "", "expected cluster id (refuse another cluster's data directory)")
+	verbose := fs.Bool("v", false, "debug logging")
+	timeout := fs.Duration("heartbeat", DefaultHeartbeatTimeout, "raft heartbeat and election timeout (failover takes about twice this)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if *bootstrap {
+		err = runLocal(ctx, *data, log)
+	} else {
+		err = runNode(ctx, Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, HTTPAddr: *httpAddr, ClusterID: *cluster, Logger: log,
+			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout}, *join)
+	}
+	if err != nil {
+		log.Error("cluster: exit", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// server is a node with its HTTP API.
+type server struct {
+	node *Node
+	http *http.Server
+	done chan error
+}
+
+func serve(cfg Config) (*server, error) {
+	if cfg.HTTPAddr == "" {
+		return nil, fmt.Errorf("-http-addr is required: %w", ErrInvalid)
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, err
+	}
+	n, err := Open(cfg)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	s := &server{node: n, http: &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}, done: make(chan error, 1)}
+	go func() { s.done <- s.http.Serve(ln) }()
+	return s, nil
+}
+
+func (s *server) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return errors.Join(err, s.node.Close())
+}
+
+func runNode(ctx context.Context, cfg Config, join string) error {
+	if cfg.ID == "" || cfg.RaftAddr == "" {
+		return fmt.Errorf("-id, -raft-addr and -http-addr are required (or -bootstrap): %w", ErrInvalid)
+	}
+	fresh, err := isFresh(cfg.Dir)
+	if err != nil {
+		return err
+	}
+	if join == "" {
+		cfg.Bootstrap = []raft.Server{{ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(cfg.RaftAddr)}}
+	}
+	s, err := serve(cfg)
+	if err != nil {
+		return err
+	}
+	if join != "" && fresh {
+		if err := joinCluster(ctx, join, memberReq{ID: cfg.ID, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.HTTPAddr}); err != nil {
+			_ = s.close()
+			return err
+		}
+	}
+	cfg.Logger.Info("cluster: node up", "node", cfg.ID, "raft_addr", cfg.RaftAddr, "http_addr", cfg.HTTPAddr)
+	<-ctx.Done()
+	return s.close()
+}
+
+// isFresh reports whether dir holds no raft state yet.
+func isFresh(dir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dir, "raft.db"))
+	if errors.Is(err, os.ErrNotExist) {
+		return true, nil
+	}
+	return false, err
+}
+
+// joinCluster asks a member to add this node, following redirects to the
+// leader and retrying while the cluster elects one.
+func joinCluster(ctx context.Context, addr string, req memberReq) error {
+	body, _ := json.Marshal(req)
+	c := http.Client{Timeout: 10 * time.Second}
+	var last error
+	for i := 0; i < 60; i++ {
+		resp, err := c.Post("http://"+addr+"/members", "application/json", bytes.NewReader(body))
+		if err == nil {
+			var e struct {
+				Error string `json:"error"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&e)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Errorf("join through %s: %s: %s", addr, resp.Status, e.Error)
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				return last
+			}
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return last
+}
+
+// runLocal runs three nodes on loopback in this process.
+func runLocal(ctx context.Context, data string, log *slog.Logger) error {
+	var servers []raft.Server
+	cfgs := make([]Config, 3)
+	for i := range cfgs {
+		id := fmt.Sprintf("n%d", i+1)
+		cfgs[i] = Config{ID: id, Dir: filepath.Join(data, id), RaftAddr: fmt.Sprintf("127.0.0.1:%d", 7001+i),
+			HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 8001+i), Logger: log}
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(cfgs[i].RaftAddr)})
+	}
+	var up []*server
+	closeAll := func() error {
+		var errs []error
+		for _, s := range up {
+			errs = append(errs, s.close())
+		}
+		return errors.Join(errs...)
+	}
+	for _, cfg := range cfgs {
+		cfg.Bootstrap = servers
+		s, err := serve(cfg)
+		if err != nil {
+			return errors.Join(err, closeAll())
+		}
+		up = append(up, s)
+	}
+	fmt.Fprintf(os.Stderr, `3 nodes up: HTTP on 127.0.0.1:8001, :8002, :8003 (data in %s). Try:
+  curl -sL 127.0.0.1:8002/produce -d '{"topic":"t","queue":0,"messages":[{"body":"hello"}]}'
+  curl -sL 127.0.0.1:8001/pop -d '{"group":"g","topic":"t","queue":0,"max":8}'
+  curl -s 127.0.0.1:8003/status
+Ctrl-C stops them.
+`, data)
+	<-ctx.Done()
+	return closeAll()
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// AddMember adds a voter. It is refused, with the configuration unchanged,
+// when the id or the raft address is already a member (ErrDuplicateMember)
+// or the node does not answer (ErrUnreachable): raft would otherwise commit
+// a configuration with a voter that never votes, and a 3-node cluster with
+// one dead extra voter needs 3 of 4 for every write.
+func (n *Node) AddMember(id, raftAddr, httpAddr string) error {
+	if id == "" || raftAddr == "" {
+		return fmt.Errorf("add member: id and raft address are required: %w", ErrInvalid)
+	}
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return fmt.Errorf("add member: %w", err)
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == id || string(s.Address) == raftAddr {
+			err := fmt.Errorf("add member %s at %s: %s at %s is a member already: %w", id, raftAddr, s.ID, s.Address, ErrDuplicateMember)
+			n.log.Debug("cluster: membership change refused", "err", err)
+			return err
+		}
+	}
+	probe := n.cfg.Probe
+	if probe == nil {
+		probe = n.httpProbe
+	}
+	if err := probe(id, raftAddr, httpAddr); err != nil {
+		err = fmt.Errorf("add member %s at %s: %v: %w", id, raftAddr, err, ErrUnreachable)
+		n.log.Debug("cluster: membership change refused", "err", err)
+		return err
+	}
+	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), cf.Index(), n.cfg.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("add member %s: %v: %w", id, err, ErrNotCommitted)
+	}
+	if httpAddr != "" {
+		if _, err := n.apply(&entry{Kind: kindMember, Text: id, Text2: httpAddr}); err != nil {
+			return fmt.Errorf("add member %s: record http address: %w", id, err)
+		}
+	}
+	n.log.Info("cluster: member added", "member", id, "raft_addr", raftAddr, "http_addr", httpAddr)
+	return nil
+}
+
+// RemoveMember removes a server. Removing the only voter is refused
+// (ErrLastVoter): nothing could ever commit again.
+func (n *Node) RemoveMember(id string) error {
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return fmt.Errorf("remove member: %w", err)
+	}
+	found, voter, voters := false, false, 0
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+		if string(s.ID) == id {
+			found, voter = true, s.Suffrage == raft.Voter
+		}
+	}
+	if !found {
+		return fmt.Errorf("remove member %q: %w", id, ErrUnknownMember)
+	}
+	if voter && voters == 1 {
+		return fmt.Errorf("remove member %q: it is the only voter: %w", id, ErrLastVoter)
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), cf.Index(), n.cfg.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("remove member %s: %v: %w", id, err, ErrNotCommitted)
+	}
+	if id != n.cfg.ID && n.raft.State() == raft.Leader {
+		if _, err := n.apply(&entry{Kind: kindMember, Text: id}); err != nil {
+			n.log.Warn("cluster: removed member's http address not dropped", "member", id, "err", err)
+		}
+	}
+	n.log.Info("cluster: member removed", "member", id)
+	return nil
+}
+
+// httpProbe asks the node's /status: it must answer with the id it is
+// being added as, and must not belong to another cluster.
+func (n *Node) httpProbe(id, _ string, httpAddr string) error {
+	if httpAddr == "" {
+		return fmt.Errorf("no http address to probe")
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + httpAddr + "/status")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var s Status
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return fmt.Errorf("status: %v", err)
+	}
+	if s.ID != id {
+		return fmt.Errorf("%s answers as node %q", httpAddr, s.ID)
+	}
+	if s.Cluster != "" && s.Cluster != n.fsm.clusterID() {
+		return fmt.Errorf("%s belongs to cluster %q", httpAddr, s.Cluster)
+	}
+	return nil
+}

@@ -1,0 +1,415 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brokercore/brokercore/store"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// Node is one broker of the cluster: a raft member whose FSM feeds a local
+// store.Store, plus — while it leads — a pop service and a scheduler over
+// that store (see leader.go). brokercore's packages do not know they are
+// replicated: they see a store-shaped Log and Offsets whose writes are
+// raft entries.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	st    *store.Store
+	fsm   *fsm
+	raft  *raft.Raft
+	bolt  *raftboltdb.BoltStore
+	trans raft.Transport
+	id    identity
+
+	notify  chan bool
+	kick    chan struct{} // requestRebuild wakes the leader loop
+	rebuild atomic.Bool   // the leader services must be rebuilt from the replicated state
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	termMu sync.RWMutex
+	term   *leaderTerm // non-nil while this node leads and its services run
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open starts a node on cfg.Dir. A directory of another node or cluster is
+// refused with ErrForeignDataDir.
+func Open(cfg Config) (*Node, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	id, err := checkIdentity(cfg.Dir, cfg.ID, cfg.ClusterID)
+	if err != nil {
+		cfg.Logger.Error("cluster: data directory refused", "dir", cfg.Dir, "err", err)
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), id: id,
+		notify: make(chan bool, 64), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	n.fsm = newFSM(nil, n.log)
+	st, err := store.Open(filepath.Join(cfg.Dir, "store"), store.Options{
+		// raft's log is fsynced before an entry commits and is replayed
+		// after a crash, so the store need not fsync every append; a
+		// snapshot fsyncs it before raft drops the entries it covers.
+		Sync:   store.SyncNone,
+		Now:    n.fsm.now,
+		Logger: n.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	n.st, n.fsm.st = st, st
+	if err := n.openRaft(); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	n.wg.Add(1)
+	go n.leaderLoop()
+	return n, nil
+}
+
+func (n *Node) openRaft() (err error) {
+	cfg := n.cfg
+	bolt, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	if err != nil {
+		return fmt.Errorf("open raft log: %w", err)
+	}
+	n.bolt = bolt
+	defer func() {
+		if err != nil {
+			_ = bolt.Close()
+		}
+	}()
+	snaps, err := raft.NewFileSnapshotStore(cfg.Dir, 2, io.Discard)
+	if err != nil {
+		return fmt.Errorf("open snapshots: %w", err)
+	}
+	n.trans = cfg.Transport
+	if n.trans == nil {
+		n.trans, err = raft.NewTCPTransport(cfg.RaftAddr, nil, 4, 10*time.Second, io.Discard)
+		if err != nil {
+			return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+		}
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimout
+	rc.CommitTimeout = min(rc.CommitTimeout, cfg.HeartbeatTimeout/4)
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.NotifyCh = n.notify
+	rc.BatchApplyCh = true
+	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft-" + cfg.ID, Output: io.Discard, Level: hclog.Off})
+	if os.Getenv("CLUSTER_RAFT_LOG") != "" {
+		rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft-" + cfg.ID, Output: os.Stderr, Level: hclog.Info})
+	}
+	logs, err := raft.NewLogCache(1024, bolt)
+	if err != nil {
+		return err
+	}
+	if len(cfg.Bootstrap) > 0 {
+		has, err := raft.HasExistingState(logs, bolt, snaps)
+		if err != nil {
+			return err
+		}
+		if !has {
+			if err := raft.BootstrapCluster(rc, logs, bolt, snaps, n.trans, raft.Configuration{Servers: cfg.Bootstrap}); err != nil {
+				return fmt.Errorf("bootstrap: %w", err)
+			}
+			n.log.Info("cluster: bootstrapped", "voters", len(cfg.Bootstrap))
+		}
+	}
+	r, err := raft.NewRaft(rc, n.fsm, logs, bolt, snaps, n.trans)
+	if err != nil {
+		return fmt.Errorf("start raft: %w", err)
+	}
+	n.raft = r
+	return nil
+}
+
+// Close stops the node's services, raft, and the store. Idempotent.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.stop)
+		n.wg.Wait()
+		n.endTerm("close")
+		var errs []error
+		if err := n.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		}
+		if c, ok := n.trans.(io.Closer); ok && n.cfg.Transport == nil {
+			_ = c.Close()
+		}
+		errs = append(errs, n.bolt.Close(), n.st.Close())
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
+
+// ID is the node's raft server id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// Store is the node's local replica (read-only for callers: writes go
+// through Produce).
+func (n *Node) Store() *store.Store { return n.st }
+
+// Raft exposes the raft instance (tests, status).
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// IsLeader reports whether this node leads and its leader services run.
+func (n *Node) IsLeader() bool {
+	n.termMu.RLock()
+	defer n.termMu.RUnlock()
+	return n.term != nil
+}
+
+// leaderLoop turns raft's leadership notifications into starting and
+// stopping the leader's services. A periodic check covers notifications
+// coalesced in the channel and retries a failed start.
+func (n *Node) leaderLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(max(n.cfg.HeartbeatTimeout/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.notify:
+		case <-n.kick:
+		case <-t.C:
+		}
+		n.reconcile()
+	}
+}
+
+func (n *Node) reconcile() {
+	if n.raft.State() != raft.Leader {
+		n.endTerm("lost leadership")
+		n.saveClusterID()
+		return
+	}
+	if t := n.currentTerm(); t != nil {
+		// A term's services are only as good as the leadership they were
+		// built under: lost and regained in between (another leader may
+		// have delivered and committed meanwhile), or a delivery refused
+		// as stale, and they are rebuilt from the replicated state.
+		if t.raftTerm == n.raft.CurrentTerm() && !n.rebuild.Load() {
+			return
+		}
+		n.endTerm("rebuild")
+	}
+	n.rebuild.Store(false)
+	term := n.raft.CurrentTerm()
+	// Everything committed by earlier leaders must be applied here before
+	// consumption or the scheduler start from the replicated state.
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		n.log.Warn("cluster: barrier as new leader failed, will retry", "err", err)
+		return
+	}
+	if err := n.claimCluster(); err != nil {
+		n.log.Warn("cluster: could not record cluster identity, will retry", "err", err)
+		return
+	}
+	if err := n.beginTerm(term); err != nil {
+		n.log.Error("cluster: leader services did not start, will retry", "err", err)
+	}
+}
+
+// requestRebuild asks the leader loop to rebuild the leader services.
+func (n *Node) requestRebuild() {
+	n.rebuild.Store(true)
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) currentTerm() *leaderTerm {
+	n.termMu.RLock()
+	defer n.termMu.RUnlock()
+	return n.term
+}
+
+// claimCluster makes sure the replicated state names the cluster and this
+// node's HTTP address.
+func (n *Node) claimCluster() error {
+	if n.fsm.clusterID() == "" {
+		id := n.cfg.ClusterID
+		if id == "" {
+			id = n.id.ClusterID
+		}
+		if id == "" {
+			id = randomID()
+		}
+		if _, err := n.apply(&entry{Kind: kindInit, Text: id}); err != nil {
+			return err
+		}
+	}
+	if n.cfg.HTTPAddr != "" && n.fsm.member(n.cfg.ID) != n.cfg.HTTPAddr {
+		if _, err := n.apply(&entry{Kind: kindMember, Text: n.cfg.ID, Text2: n.cfg.HTTPAddr}); err != nil {
+			return err
+		}
+	}
+	n.saveClusterID()
+	return nil
+}
+
+// saveClusterID records the cluster id in node.json once it is known.
+func (n *Node) saveClusterID() {
+	c := n.fsm.clusterID()
+	if c == "" || n.id.ClusterID == c {
+		return
+	}
+	if n.id.ClusterID != "" {
+		n.log.Error("cluster: replicated cluster id differs from the data directory's", "dir_cluster", n.id.ClusterID, "cluster", c)
+		return
+	}
+	id := identity{NodeID: n.cfg.ID, ClusterID: c}
+	if err := saveIdentity(n.cfg.Dir, id); err != nil {
+		n.log.Warn("cluster: node.json not written", "err", err)
+		return
+	}
+	n.id = id
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// apply proposes e and waits until it is committed and applied here. It
+// answers ErrNotLeader at once on a follower, so nothing is proposed (nor
+// applied locally) outside raft.
+func (n *Node) apply(e *entry) (applyResult, error) {
+	if n.raft.State() != raft.Leader {
+		return applyResult{}, n.notLeader()
+	}
+	e.At = n.cfg.Now()
+	f := n.raft.Apply(encodeEntry(e), n.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return applyResult{}, fmt.Errorf("%s entry: %v: %w", e.Kind, err, ErrNotCommitted)
+		}
+		return applyResult{}, fmt.Errorf("%s entry: %v: %w", e.Kind, err, ErrNotCommitted)
+	}
+	res, _ := f.Response().(applyResult)
+	return res, res.err
+}
+
+func (n *Node) notLeader() error {
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		return fmt.Errorf("node %s: no leader known: %w", n.cfg.ID, ErrNotLeader)
+	}
+	return fmt.Errorf("node %s: leader is %s at %s (http %q): %w", n.cfg.ID, id, addr, n.fsm.member(string(id)), ErrNotLeader)
+}
+
+// LeaderHTTP returns the HTTP address of the current leader, "" if unknown.
+func (n *Node) LeaderHTTP() string {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return ""
+	}
+	return n.fsm.member(string(id))
+}
+
+// Produce appends msgs as one atomic batch through raft and returns them
+// with their assigned offsets once a majority has the entry on disk and
+// this node applied it. Only the leader accepts it.
+func (n *Node) Produce(msgs ...*store.Message) ([]*store.Message, error) {
+	if err := validBatch(msgs); err != nil {
+		n.log.Debug("cluster: produce rejected", "err", err)
+		return nil, fmt.Errorf("produce: %w", err)
+	}
+	res, err := n.apply(&entry{Kind: kindProduce, Msgs: msgs})
+	if err != nil {
+		n.log.Debug("cluster: produce not acknowledged", "err", err)
+		return nil, fmt.Errorf("produce: %w", err)
+	}
+	return res.msgs, nil
+}
+
+// Read reads the local replica (any node; a follower may lag).
+func (n *Node) Read(topic string, queueID int, offset int64, max int) ([]*store.Message, error) {
+	return n.st.Read(topic, queueID, offset, max)
+}
+
+// ReadLinearizable reads on the leader so that the answer reflects every
+// produce acknowledged before the call: a barrier makes this node apply
+// everything committed so far, the local read follows, and a final check
+// that a majority still follows this node rules out a newer leader having
+// acknowledged something meanwhile.
+func (n *Node) ReadLinearizable(topic string, queueID int, offset int64, max int) ([]*store.Message, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, n.notLeader()
+	}
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		return nil, fmt.Errorf("read: barrier: %v: %w", err, ErrNotLeader)
+	}
+	msgs, err := n.st.Read(topic, queueID, offset, max)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return nil, fmt.Errorf("read: %v: %w", err, ErrNotLeader)
+	}
+	return msgs, nil
+}
+
+// Status is what /status reports.
+type Status struct {
+	ID           string   `json:"id"`
+	Cluster      string   `json:"cluster"`
+	Role         string   `json:"role"`
+	Term         uint64   `json:"term"`
+	AppliedIndex uint64   `json:"applied_index"`
+	CommitIndex  uint64   `json:"commit_index"`
+	Leader       string   `json:"leader"`
+	LeaderHTTP   string   `json:"leader_http,omitempty"`
+	Messages     int64    `json:"messages"`
+	Voters       []string `json:"voters"`
+	Failed       string   `json:"failed,omitempty"`
+}
+
+// Status reports the node's view of the cluster.
+func (n *Node) Status() Status {
+	_, lid := n.raft.LeaderWithID()
+	s := Status{
+		ID: n.cfg.ID, Cluster: n.fsm.clusterID(), Role: n.raft.State().String(),
+		Term: n.raft.CurrentTerm(), AppliedIndex: n.raft.AppliedIndex(), CommitIndex: n.raft.CommitIndex(),
+		Leader: string(lid), LeaderHTTP: n.LeaderHTTP(), Messages: n.st.Stats().LogNext,
+	}
+	if err := n.fsm.err(); err != nil {
+		s.Failed = err.Error()
+	}
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			if srv.Suffrage == raft.Voter {
+				s.Voters = append(s.Voters, string(srv.ID))
+			}
+		}
+	}
+	return s
+}

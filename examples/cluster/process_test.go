@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is one node running in a child process of the test binary.
+type proc struct {
+	id, raft, http, dir, join string
+	cmd                       *exec.Cmd
+	log                       *os.File
+}
+
+func (p *proc) start(t *testing.T) {
+	t.Helper()
+	args := fmt.Sprintf("-id %s -raft-addr %s -http-addr %s -data %s -heartbeat 200ms", p.id, p.raft, p.http, p.dir)
+	if p.join != "" {
+		args += " -join " + p.join
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+args)
+	var err error
+	if p.log == nil {
+		p.log, err = os.Create(filepath.Join(filepath.Dir(p.dir), p.id+".log"))
+		require.NoError(t, err)
+	}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	require.NoError(t, cmd.Start())
+	p.cmd = cmd
+}
+
+func (p *proc) stop(sig syscall.Signal) error {
+	if p.cmd == nil {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(sig)
+	err := p.cmd.Wait()
+	p.cmd = nil
+	return err
+}
+
+func getStatus(addr string) (Status, error) {
+	var s Status
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + addr + "/status")
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	return s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
+func httpProduce(addr, body string) error {
+	b, _ := json.Marshal(produceReq{Topic: "t", Queue: 0, Messages: []msgJSON{{Body: body}}})
+	c := http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Post("http://"+addr+"/produce", "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("produce: %s", resp.Status)
+	}
+	return nil
+}
+
+func httpSeqs(addr string) ([]int64, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + "/read?topic=t&queue=0&offset=0&max=1024")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var r msgsResp
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, err
+	}
+	var out []int64
+	for _, m := range r.Messages {
+		s, err := strconv.ParseInt(m.Body, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Three real processes over TCP on 127.0.0.1: the first bootstraps, two
+// join through it; the leader is killed with SIGKILL mid-produce, the
+// survivors go on, the killed node restarts on its directory and the
+// three converge on the same log.
+func TestThreeProcessesOverTCPSurviveALeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	root := t.TempDir()
+	var ps []*proc
+	for i := 1; i <= 3; i++ {
+		p := &proc{id: fmt.Sprintf("n%d", i), raft: freeAddr(t), http: freeAddr(t), dir: filepath.Join(root, fmt.Sprintf("n%d", i))}
+		if i > 1 {
+			p.join = ps[0].http
+		}
+		ps = append(ps, p)
+	}
+	defer func() {
+		for _, p := range ps {
+			_ = p.stop(syscall.SIGKILL)
+			if p.log != nil {
+				p.log.Close()
+			}
+		}
+		if t.Failed() {
+			for _, p := range ps {
+				b, err := os.ReadFile(filepath.Join(root, p.id+".log"))
+				if err != nil {
+					t.Log(err)
+				}
+				t.Logf("--- %s log:\n%s", p.id, tail(string(b), 40))
+			}
+		}
+	}()
+	ps[0].start(t)
+	require.Eventually(t, func() bool { s, err := getStatus(ps[0].http); return err == nil && s.Role == "Leader" }, 20*time.Second, 20*time.Millisecond)
+	ps[1].start(t)
+	ps[2].start(t)
+	require.Eventually(t, func() bool { s, err := getStatus(ps[0].http); return err == nil && len(s.Voters) == 3 }, 30*time.Second, 20*time.Millisecond)
+
+	var acked []int64
+	seq := int64(0)
+	produce := func(n int) {
+		for len(acked) < n {
+			seq++
+			p := ps[int(seq)%3]
+			if p.cmd == nil {
+				continue
+			}
+			if err := httpProduce(p.http, strconv.FormatInt(seq, 10)); err == nil {
+				acked = append(acked, seq)
+			} else {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	produce(50)
+	s, err := getStatus(ps[1].http)
+	require.NoError(t, err)
+	var leader *proc
+	for _, p := range ps {
+		if p.id == s.Leader {
+			leader = p
+		}
+	}
+	require.NotNil(t, leader)
+	_ = leader.stop(syscall.SIGKILL)
+	killed := time.Now()
+	produce(100)
+	t.Logf("100 acknowledged, %v after the kill", time.Since(killed))
+
+	leader.join = ""
+	leader.start(t)
+	var want []int64
+	require.Eventually(t, func() bool {
+		var err error
+		if want, err = httpSeqs(ps[0].http); err != nil || len(want) < len(acked) {
+			return false
+		}
+		for _, p := range ps[1:] {
+			got, err := httpSeqs(p.http)
+			if err != nil || len(got) != len(want) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "the three processes did not converge")
+	for _, p := range ps {
+		got, err := httpSeqs(p.http)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%s", p.id)
+		requireAckedOnceInOrder(t, acked, got)
+	}
+	for _, p := range ps {
+		require.NoError(t, p.stop(syscall.SIGTERM), "%s exits cleanly on SIGTERM", p.id)
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
