@@ -58,7 +58,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	var out syncBuf
 	done := make(chan int)
 	go func() {
-		done <- run(ctx, []string{"-data", dir, "-namesrv-addr", ns, "-broker-addr", br, "-metrics-addr", "127.0.0.1:0"}, &out)
+		done <- run(ctx, []string{"-data", dir, "-namesrv-addr", ns, "-broker-addr", br, "-metrics-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out)
 	}()
 	require.Eventually(t, func() bool {
 		c, err := net.Dial("tcp", br)
@@ -86,7 +86,7 @@ func TestSIGTERMExitsZero(t *testing.T) {
 		br := freeAddr(t)
 		cmd := exec.Command(exe, "-test.run=^$")
 		cmd.Env = append(os.Environ(), "RMQ_MAIN_CHILD=1", "RMQ_MAIN_ARGS=-data "+t.TempDir()+" -namesrv-addr "+freeAddr(t)+
-			" -broker-addr "+br+" -metrics-addr -")
+			" -broker-addr "+br+" -metrics-addr - -grpc-addr -")
 		var out syncBuf
 		cmd.Stderr = &out
 		require.NoError(t, cmd.Start())

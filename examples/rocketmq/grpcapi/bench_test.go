@@ -80,6 +80,64 @@ func reportLatency(b *testing.B, lat [][]time.Duration, el time.Duration) {
 	}
 }
 
+// prefill appends n 1 KiB messages to a 4-queue topic of the program.
+func prefill(b *testing.B, br *rmqtest.Broker, topic string, n int) {
+	if _, err := br.Server.Topics().Ensure(topic, 4); err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 1024)
+	batch := make([]*store.Message, 0, 256)
+	for i := 0; i < n; i++ {
+		batch = append(batch, &store.Message{Topic: topic, QueueID: i % 4, Body: body, Properties: map[string]string{"UNIQ_KEY": fmt.Sprintf("bench-%d", i)}})
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := br.Server.Core().Store().Append(batch...); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+// BenchmarkGRPCPushConsume: b.N 1 KiB messages already in a 4-queue topic;
+// one stock push consumer (20 consumption goroutines, batch 32 from the
+// server's settings; each message acked by its own call) consumes them all.
+// The same workload as e2e's BenchmarkPushConsume over remoting. Reports
+// msgs/s.
+func BenchmarkGRPCPushConsume(b *testing.B) {
+	br := rmqtest.Start(b)
+	topic := "bench-push"
+	prefill(b, br, topic, b.N)
+	var n atomic.Int64
+	done := make(chan struct{})
+	var once sync.Once
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	c, err := rmq.NewPushConsumer(config(br.GRPC, "bench-push-g"),
+		rmq.WithPushSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}),
+		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: func(*rmq.MessageView) rmq.ConsumerResult {
+			if n.Add(1) == int64(b.N) {
+				once.Do(func() { close(done) })
+			}
+			return rmq.SUCCESS
+		}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = c.GracefulStop() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("consumed %d of %d", n.Load(), b.N)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+}
+
 // BenchmarkGRPCReceiveAck32: b.N 1 KiB messages already in a 4-queue
 // topic; one stock simple consumer, 16 goroutines each receiving batches of
 // 32 and acking every message (the client acks one per call). Reports
@@ -87,20 +145,7 @@ func reportLatency(b *testing.B, lat [][]time.Duration, el time.Duration) {
 func BenchmarkGRPCReceiveAck32(b *testing.B) {
 	br := rmqtest.Start(b)
 	topic := "bench-recv"
-	if _, err := br.Server.Topics().Ensure(topic, 4); err != nil {
-		b.Fatal(err)
-	}
-	body := make([]byte, 1024)
-	batch := make([]*store.Message, 0, 256)
-	for i := 0; i < b.N; i++ {
-		batch = append(batch, &store.Message{Topic: topic, QueueID: i % 4, Body: body, Properties: map[string]string{"UNIQ_KEY": fmt.Sprintf("bench-%d", i)}})
-		if len(batch) == cap(batch) || i == b.N-1 {
-			if err := br.Server.Core().Store().Append(batch...); err != nil {
-				b.Fatal(err)
-			}
-			batch = batch[:0]
-		}
-	}
+	prefill(b, br, topic, b.N)
 	c := newSimpleConsumer(b, br.GRPC, "bench-recv-g", topic, time.Second, nil)
 	var done atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -25,28 +25,6 @@ type Core interface {
 	Consumers() *consumer.Registry
 }
 
-// BrokerOptions configure a Broker.
-type BrokerOptions struct {
-	// Addr is the broker address advertised to clients (store host of
-	// messages, routes).
-	Addr string
-	// BrokerName labels the broker (default "broker-a").
-	BrokerName string
-	// MaxPullWait caps the long poll of one PULL_MESSAGE (default 25 s; the
-	// client asks for 20 s and gives up after 30 s).
-	MaxPullWait time.Duration
-	// MaxReconsumeTimes is used when a send-back does not say (default 16).
-	MaxReconsumeTimes int
-	// MaxPullBytes caps the bodies of one pull answer (default 4 MiB).
-	MaxPullBytes int
-	// ResetNotifyDelay is how long after answering a pull with
-	// PULL_OFFSET_MOVED for an admin reset the group is told to rebalance, so
-	// its member takes the queue back (the client drops it for 10 s).
-	// Default 11 s; negative turns it off.
-	ResetNotifyDelay time.Duration
-	Logger           *slog.Logger
-}
-
 // BrokerStats are the broker's counters.
 type BrokerStats struct {
 	Sent            uint64 `json:"sent"`
@@ -105,24 +83,7 @@ type qkey struct {
 // NewBroker returns the broker handler over core. Call Close to stop its
 // background work (it does not close core).
 func NewBroker(core Core, topics *Topics, opts BrokerOptions) *Broker {
-	if opts.BrokerName == "" {
-		opts.BrokerName = "broker-a"
-	}
-	if opts.MaxPullWait <= 0 {
-		opts.MaxPullWait = 25 * time.Second
-	}
-	if opts.MaxReconsumeTimes <= 0 {
-		opts.MaxReconsumeTimes = 16
-	}
-	if opts.MaxPullBytes <= 0 {
-		opts.MaxPullBytes = 4 << 20
-	}
-	if opts.ResetNotifyDelay == 0 {
-		opts.ResetNotifyDelay = 11 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{core: core, st: core.Store(), topics: topics, opts: opts,
 		log: opts.Logger.With("server", "broker"), storeHost: HostBytes(opts.Addr),
@@ -182,13 +143,13 @@ func (b *Broker) Serve(ctx context.Context, c *Conn, req *Command) *Command {
 		resp = b.sendBack(req)
 	default:
 		b.stats.unsupported.Add(1)
-		b.log.Warn("rejected request", "code", req.Code, "client", c.RemoteAddr().String(), "channel", c.ID(),
+		b.log.Info("rejected request", "code", req.Code, "client", c.RemoteAddr().String(), "channel", c.ID(),
 			"err", "request code not supported")
 		return NewResponse(req, RequestCodeNotSupported, "request code "+itoa(int(req.Code))+" not supported")
 	}
 	if resp != nil && resp.Code != Success && isRejection(req.Code, resp.Code) {
 		b.stats.rejected.Add(1)
-		b.log.Warn("rejected request", "code", req.Code, "response", resp.Code, "client", c.RemoteAddr().String(),
+		b.log.Info("rejected request", "code", req.Code, "response", resp.Code, "client", c.RemoteAddr().String(),
 			"channel", c.ID(), "group", groupOf(req), "topic", topicOf(req), "err", resp.Remark)
 	}
 	return resp

@@ -13,21 +13,6 @@ const (
 	PermWrite = 2
 )
 
-// NameServerOptions configure a NameServer.
-type NameServerOptions struct {
-	// BrokerName and Cluster label the one broker (defaults "broker-a",
-	// "DefaultCluster").
-	BrokerName, Cluster string
-	// BrokerAddr is the broker address advertised in routes: one the client
-	// can dial (127.0.0.1:port, never 0.0.0.0).
-	BrokerAddr string
-	// NoAutoCreate turns off creating a topic when its route is asked for.
-	// Producers then go through TBW102 and the broker creates the topic on
-	// the first send; consumers of a topic nobody sent to fail to start.
-	NoAutoCreate bool
-	Logger       *slog.Logger
-}
-
 // NameServer answers route lookups for the one broker.
 type NameServer struct {
 	topics *Topics
@@ -37,15 +22,7 @@ type NameServer struct {
 
 // NewNameServer returns the name server handler over the topic table.
 func NewNameServer(topics *Topics, opts NameServerOptions) *NameServer {
-	if opts.BrokerName == "" {
-		opts.BrokerName = "broker-a"
-	}
-	if opts.Cluster == "" {
-		opts.Cluster = "DefaultCluster"
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts = opts.withDefaults()
 	return &NameServer{topics: topics, opts: opts, log: opts.Logger.With("server", "namesrv")}
 }
 
@@ -87,7 +64,7 @@ func (ns *NameServer) Serve(_ context.Context, c *Conn, req *Command) *Command {
 	case CodeGetRouteInfoByTopic:
 		topic := req.ExtFields["topic"]
 		if err := ValidTopic(topic); err != nil {
-			ns.log.Warn("rejected request", "code", req.Code, "client", c.RemoteAddr().String(), "topic", topic, "err", err)
+			ns.log.Info("rejected request", "code", req.Code, "client", c.RemoteAddr().String(), "topic", topic, "err", err)
 			return NewResponse(req, SystemError, err.Error())
 		}
 		n, ok := ns.topics.Queues(topic)
@@ -109,7 +86,7 @@ func (ns *NameServer) Serve(_ context.Context, c *Conn, req *Command) *Command {
 		resp.Body = ns.Route(n)
 		return resp
 	default:
-		ns.log.Warn("rejected request", "code", req.Code, "client", c.RemoteAddr().String(), "err", "request code not supported")
+		ns.log.Info("rejected request", "code", req.Code, "client", c.RemoteAddr().String(), "err", "request code not supported")
 		return NewResponse(req, RequestCodeNotSupported, "request code "+itoa(int(req.Code))+" not supported")
 	}
 }

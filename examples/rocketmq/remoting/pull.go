@@ -34,21 +34,37 @@ type pullReq struct {
 	expr         string
 }
 
-func (b *Broker) pull(ctx context.Context, c *Conn, req *Command) *Command {
+func parsePull(req *Command) (pullReq, error) {
 	f := fields{ext: req.ExtFields}
 	p := pullReq{
 		group:   f.group("consumerGroup"),
 		topic:   f.topic("topic"),
 		queue:   int(f.int64In(0, maxInt32, "queueId")),
 		offset:  f.int64In(0, maxInt64, "queueOffset"),
-		max:     int(f.int64In(0, maxInt32, "maxMsgNums")), // 0: the pull consumer's default, see below
+		max:     int(f.int64In(0, maxInt32, "maxMsgNums")),
 		sysFlag: f.optInt64(0, 0, maxInt32, "sysFlag"),
 		commit:  f.optInt64(0, -1, maxInt64, "commitOffset"), // -1: none
 		suspend: time.Duration(f.optInt64(0, 0, maxInt64/int64(time.Millisecond), "suspendTimeoutMillis")) * time.Millisecond,
 		expr:    f.opt("subscription"),
 	}
-	if f.err != nil {
-		return NewResponse(req, SystemError, f.err.Error())
+	if p.max == 0 {
+		p.max = defaultPullBatch // the official pull consumer sends 0
+	}
+	if p.max > store.MaxReadBatch {
+		p.max = store.MaxReadBatch
+	}
+	if p.sysFlag&pullSuspend == 0 {
+		p.suspend = 0
+	}
+	return p, f.err
+}
+
+// pull serves PULL_MESSAGE: the commit riding in it, then the messages
+// from the offset that pass the group's tag filter, long-polling for them.
+func (b *Broker) pull(ctx context.Context, c *Conn, req *Command) *Command {
+	p, err := parsePull(req)
+	if err != nil {
+		return NewResponse(req, SystemError, err.Error())
 	}
 	n, ok := b.topics.Queues(p.topic)
 	if !ok {
@@ -65,60 +81,12 @@ func (b *Broker) pull(ctx context.Context, c *Conn, req *Command) *Command {
 		p.expr = b.subscriptionOf(p.group, p.topic)
 	}
 	tags := parseTags(p.expr)
-	if p.max == 0 {
-		p.max = defaultPullBatch // the official pull consumer sends 0
-	}
-	if p.max > store.MaxReadBatch {
-		p.max = store.MaxReadBatch
-	}
-	wait := p.suspend
-	if p.sysFlag&pullSuspend == 0 {
-		wait = 0
-	}
-	if wait > b.opts.MaxPullWait {
-		wait = b.opts.MaxPullWait
-	}
-	deadline := time.Now().Add(wait)
+	deadline := time.Now().Add(min(p.suspend, b.opts.MaxPullWait))
 	suspended := false
 	for {
 		woken := b.arrival(p.topic, p.queue)
-		// A connection that has not seen an admin reset of this queue is
-		// moved to the reset offset (checked again after every wake-up: a
-		// reset wakes the queue's long polls).
-		if moved, to := b.staleView(c, p.group, p.topic, p.queue); moved {
-			b.stats.moved.Add(1)
-			b.log.Info("pull moved to reset offset", "group", p.group, "topic", p.topic, "queue", p.queue,
-				"offset", to, "channel", c.ID())
-			b.notifyLater(p.group, b.opts.ResetNotifyDelay)
-			return b.pullAnswer(req, PullOffsetMoved, to, p, nil)
-		}
-		min, max := b.st.MinOffset(p.topic, p.queue), b.st.MaxOffset(p.topic, p.queue)
-		if p.offset < min || p.offset > max {
-			to := min
-			if p.offset > max {
-				to = max
-			}
-			b.stats.moved.Add(1)
-			return b.pullAnswer(req, PullOffsetMoved, to, p, nil)
-		}
-		if p.offset < max {
-			msgs, next, err := b.read(p, tags)
-			if err != nil {
-				if errors.Is(err, store.ErrOffsetTooSmall) {
-					continue // retention moved min: answer OFFSET_MOVED above
-				}
-				return NewResponse(req, storeCode(err), "read: "+err.Error())
-			}
-			if len(msgs) > 0 {
-				b.stats.pulled.Add(uint64(len(msgs)))
-				return b.pullAnswer(req, Success, next, p, msgs)
-			}
-			if next < b.st.MaxOffset(p.topic, p.queue) {
-				// Filtered out up to maxScan: let the client come back
-				// from there at once.
-				return b.pullAnswer(req, PullRetryImmediately, next, p, nil)
-			}
-			p.offset = next
+		if resp, done := b.pullOnce(c, req, &p, tags); done {
+			return resp
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -131,7 +99,6 @@ func (b *Broker) pull(ctx context.Context, c *Conn, req *Command) *Command {
 		t := time.NewTimer(left)
 		select {
 		case <-woken:
-			t.Stop()
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
@@ -143,6 +110,54 @@ func (b *Broker) pull(ctx context.Context, c *Conn, req *Command) *Command {
 			t.Stop()
 			return NewResponse(req, ServiceNotAvailable, "broker shutting down")
 		}
+		t.Stop()
+	}
+}
+
+// pullOnce looks at the queue once: done with the answer, or not done
+// (nothing new at p.offset: wait for an arrival).
+func (b *Broker) pullOnce(c *Conn, req *Command, p *pullReq, tags map[string]bool) (*Command, bool) {
+	// A connection that has not seen an admin reset of this queue is moved
+	// to the reset offset (checked again after every wake-up: a reset wakes
+	// the queue's long polls).
+	if moved, to := b.staleView(c, p.group, p.topic, p.queue); moved {
+		b.stats.moved.Add(1)
+		b.log.Info("pull moved to reset offset", "group", p.group, "topic", p.topic, "queue", p.queue,
+			"offset", to, "channel", c.ID())
+		b.notifyLater(p.group, b.opts.ResetNotifyDelay)
+		return b.pullAnswer(req, PullOffsetMoved, to, *p, nil), true
+	}
+	for {
+		lo, hi := b.st.MinOffset(p.topic, p.queue), b.st.MaxOffset(p.topic, p.queue)
+		if p.offset < lo || p.offset > hi {
+			to := lo
+			if p.offset > hi {
+				to = hi
+			}
+			b.stats.moved.Add(1)
+			return b.pullAnswer(req, PullOffsetMoved, to, *p, nil), true
+		}
+		if p.offset == hi {
+			return nil, false
+		}
+		msgs, next, err := b.read(*p, tags)
+		if errors.Is(err, store.ErrOffsetTooSmall) {
+			continue // retention moved the minimum: answer OFFSET_MOVED
+		}
+		if err != nil {
+			return NewResponse(req, storeCode(err), "read: "+err.Error()), true
+		}
+		if len(msgs) > 0 {
+			b.stats.pulled.Add(uint64(len(msgs)))
+			return b.pullAnswer(req, Success, next, *p, msgs), true
+		}
+		if next < b.st.MaxOffset(p.topic, p.queue) {
+			// Filtered out up to maxScan: the client comes back from there
+			// at once.
+			return b.pullAnswer(req, PullRetryImmediately, next, *p, nil), true
+		}
+		p.offset = next
+		return nil, false
 	}
 }
 

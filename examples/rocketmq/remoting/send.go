@@ -12,77 +12,116 @@ import (
 // maxBatch bounds the messages of one SEND_BATCH_MESSAGE.
 const maxBatch = 4096
 
-// send serves SEND_MESSAGE, SEND_MESSAGE_V2 (one-letter names) and
-// SEND_BATCH_MESSAGE.
-func (b *Broker) send(c *Conn, req *Command) *Command {
+// sendHeader is a send's extFields, long or V2 one-letter names.
+type sendHeader struct {
+	topic, defTopic, props      string
+	queue, reconsume, defQueues int
+	sysFlag, flag               int32
+	born                        int64
+	batch                       bool
+}
+
+func parseSend(req *Command) (sendHeader, error) {
 	f := fields{ext: req.ExtFields}
-	topic := f.topic("topic", "b")
-	queueID := int(f.int64In(0, maxInt32, "queueId", "e"))
-	sysFlag := int32(f.optInt64(0, 0, maxInt32, "sysFlag", "f"))
-	born := f.optInt64(0, 0, maxInt64, "bornTimestamp", "g")
-	flag := int32(f.optInt64(0, -1<<31, maxInt32, "flag", "h"))
-	propText := f.opt("properties", "i")
-	reconsume := int(f.optInt64(0, 0, maxInt32, "reconsumeTimes", "j"))
-	defQueues := int(f.optInt64(4, 1, 1024, "defaultTopicQueueNums", "d"))
-	batch := req.Code == CodeSendBatchMessage || f.opt("batch", "m") == "true"
+	h := sendHeader{
+		topic:     f.topic("topic", "b"),
+		queue:     int(f.int64In(0, maxInt32, "queueId", "e")),
+		sysFlag:   int32(f.optInt64(0, 0, maxInt32, "sysFlag", "f")),
+		born:      f.optInt64(0, 0, maxInt64, "bornTimestamp", "g"),
+		flag:      int32(f.optInt64(0, -1<<31, maxInt32, "flag", "h")),
+		props:     f.opt("properties", "i"),
+		reconsume: int(f.optInt64(0, 0, maxInt32, "reconsumeTimes", "j")),
+		defQueues: int(f.optInt64(4, 1, 1024, "defaultTopicQueueNums", "d")),
+		defTopic:  f.opt("defaultTopic", "c"),
+		batch:     req.Code == CodeSendBatchMessage || f.opt("batch", "m") == "true",
+	}
 	if g := f.opt("producerGroup", "a"); g != "" && f.err == nil {
 		if err := ValidGroup(g); err != nil {
 			f.fail("%v", err)
 		}
 	}
-	if f.err != nil {
+	return h, f.err
+}
+
+// send serves SEND_MESSAGE, SEND_MESSAGE_V2 (one-letter names) and
+// SEND_BATCH_MESSAGE: one atomic append, delayed and timed messages through
+// the scheduler.
+func (b *Broker) send(_ *Conn, req *Command) *Command {
+	reject := func(code int16, err error) *Command {
 		b.stats.sendRejected.Add(1)
-		return NewResponse(req, SystemError, f.err.Error())
+		return NewResponse(req, code, err.Error())
 	}
-	n, err := b.ensureSendTopic(topic, f.opt("defaultTopic", "c"), defQueues)
+	h, err := parseSend(req)
 	if err != nil {
-		b.stats.sendRejected.Add(1)
-		return NewResponse(req, SystemError, err.Error())
+		return reject(SystemError, err)
 	}
-	if queueID >= n {
-		b.stats.sendRejected.Add(1)
-		return NewResponse(req, SystemError, fmt.Sprintf("request queueId[%d] is illegal, topic %s has %d queues", queueID, topic, n))
+	n, err := b.ensureSendTopic(h.topic, h.defTopic, h.defQueues)
+	if err != nil {
+		return reject(SystemError, err)
 	}
-	var msgs []*store.Message
-	if batch {
-		items, err := DecodeBatch(req.Body, maxBatch)
+	if h.queue >= n {
+		return reject(SystemError, fmt.Errorf("request queueId[%d] is illegal, topic %s has %d queues", h.queue, h.topic, n))
+	}
+	msgs, err := b.messagesOf(h, req.Body)
+	if err != nil {
+		return reject(MessageIllegal, err)
+	}
+	if err := b.schedule(msgs); err != nil {
+		return reject(MessageIllegal, err)
+	}
+	if err := b.st.Append(msgs...); err != nil {
+		return reject(storeCode(err), fmt.Errorf("append: %w", err))
+	}
+	b.stats.sent.Add(uint64(len(msgs)))
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = OffsetMsgID(b.storeHost, m.LogOffset)
+	}
+	resp := NewResponse(req, Success, "")
+	resp.ExtFields["msgId"] = strings.Join(ids, ",")
+	resp.ExtFields["queueId"] = itoa(h.queue)
+	resp.ExtFields["queueOffset"] = i64(msgs[0].QueueOffset)
+	return resp
+}
+
+// messagesOf builds the store messages of a send.
+func (b *Broker) messagesOf(h sendHeader, body []byte) ([]*store.Message, error) {
+	if !h.batch {
+		if len(h.props) > MaxPropertiesLen {
+			return nil, fmt.Errorf("message properties of %d bytes, at most %d", len(h.props), MaxPropertiesLen)
+		}
+		m, err := b.newMessage(h.topic, h.queue, h.flag, h.sysFlag&sysFlagKept, h.born, h.reconsume, body, ParseProperties(h.props))
 		if err != nil {
-			b.stats.sendRejected.Add(1)
-			return NewResponse(req, MessageIllegal, err.Error())
+			return nil, err
 		}
-		for _, it := range items {
-			m, err := b.newMessage(topic, queueID, it.Flag, 0, born, reconsume, it.Body, it.Props)
-			if err != nil {
-				b.stats.sendRejected.Add(1)
-				return NewResponse(req, MessageIllegal, err.Error())
-			}
-			msgs = append(msgs, m)
-		}
-	} else {
-		if len(propText) > MaxPropertiesLen {
-			b.stats.sendRejected.Add(1)
-			return NewResponse(req, MessageIllegal, fmt.Sprintf("message properties of %d bytes, at most %d", len(propText), MaxPropertiesLen))
-		}
-		m, err := b.newMessage(topic, queueID, flag, sysFlag&sysFlagKept, born, reconsume, req.Body, ParseProperties(propText))
+		return []*store.Message{m}, nil
+	}
+	items, err := DecodeBatch(body, maxBatch)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]*store.Message, 0, len(items))
+	for _, it := range items {
+		m, err := b.newMessage(h.topic, h.queue, it.Flag, 0, h.born, h.reconsume, it.Body, it.Props)
 		if err != nil {
-			b.stats.sendRejected.Add(1)
-			return NewResponse(req, MessageIllegal, err.Error())
+			return nil, err
 		}
 		msgs = append(msgs, m)
 	}
-	// Delayed messages wait in the scheduler's topic.
-	real := make([]int, len(msgs))
+	return msgs, nil
+}
+
+// schedule rewrites, in place, the messages with a delay level or a
+// delivery time for the scheduler: they wait in its topics.
+func (b *Broker) schedule(msgs []*store.Message) error {
 	for i, m := range msgs {
-		real[i] = m.QueueID
 		lv, err := delayLevel(m.Properties)
 		if err != nil {
-			b.stats.sendRejected.Add(1)
-			return NewResponse(req, MessageIllegal, err.Error())
+			return err
 		}
 		at, err := deliverAt(m.Properties)
 		if err != nil {
-			b.stats.sendRejected.Add(1)
-			return NewResponse(req, MessageIllegal, err.Error())
+			return err
 		}
 		var d *store.Message
 		switch {
@@ -94,26 +133,12 @@ func (b *Broker) send(c *Conn, req *Command) *Command {
 			continue
 		}
 		if err != nil {
-			b.stats.sendRejected.Add(1)
-			return NewResponse(req, MessageIllegal, err.Error())
+			return err
 		}
 		msgs[i] = d
 		b.stats.delayed.Add(1)
 	}
-	if err := b.st.Append(msgs...); err != nil {
-		b.stats.sendRejected.Add(1)
-		return NewResponse(req, storeCode(err), "append: "+err.Error())
-	}
-	b.stats.sent.Add(uint64(len(msgs)))
-	ids := make([]string, len(msgs))
-	for i, m := range msgs {
-		ids[i] = OffsetMsgID(b.storeHost, m.LogOffset)
-	}
-	resp := NewResponse(req, Success, "")
-	resp.ExtFields["msgId"] = strings.Join(ids, ",")
-	resp.ExtFields["queueId"] = itoa(real[0])
-	resp.ExtFields["queueOffset"] = i64(msgs[0].QueueOffset)
-	return resp
+	return nil
 }
 
 // ensureSendTopic returns the queue count of topic, creating it on the

@@ -31,21 +31,6 @@ type ConnObserver interface {
 	ConnClosed(c *Conn)
 }
 
-// ServerOptions configure a Server.
-type ServerOptions struct {
-	// Name labels the server's log lines ("namesrv", "broker").
-	Name string
-	// MaxFrame bounds an incoming frame (default DefaultMaxFrame). A larger
-	// one breaks the framing: the connection is closed.
-	MaxFrame int
-	// MaxInflight bounds the requests of one connection being served at once
-	// (default 4096); past it the connection stops reading until one ends.
-	MaxInflight int
-	// Logger receives connection open/close and rejected frames (nil =
-	// discard).
-	Logger *slog.Logger
-}
-
 // ServerStats are a Server's counters.
 type ServerStats struct {
 	Connections  int    `json:"connections"`
@@ -82,15 +67,7 @@ type Server struct {
 
 // NewServer returns a Server over h.
 func NewServer(h Handler, opts ServerOptions) *Server {
-	if opts.MaxFrame <= 0 {
-		opts.MaxFrame = DefaultMaxFrame
-	}
-	if opts.MaxInflight <= 0 {
-		opts.MaxInflight = 4096
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{h: h, opts: opts, log: opts.Logger.With("server", opts.Name), ctx: ctx, cancel: cancel,
 		conns: map[*Conn]struct{}{}}
@@ -303,7 +280,7 @@ func (c *Conn) readLoop() string {
 				return err.Error()
 			}
 			s.badHeaders.Add(1)
-			s.log.Warn("rejected request", "client", c.nc.RemoteAddr().String(), "channel", c.id, "err", err)
+			s.log.Info("rejected request", "client", c.nc.RemoteAddr().String(), "channel", c.id, "err", err)
 			// The frame boundary is intact: answer with what we could
 			// salvage of the opaque, and go on.
 			resp := &Command{Code: SystemError, Version: protocolVersion, Flag: FlagResponse,

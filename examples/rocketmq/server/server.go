@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brokercore/brokercore"
@@ -108,8 +109,51 @@ type Server struct {
 // Start opens the core and starts every listener. On error everything
 // started is closed again.
 func Start(cfg Config) (s *Server, err error) {
+	if cfg, err = cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	s = &Server{cfg: cfg, log: cfg.Logger}
+	defer func() {
+		if err != nil {
+			s.Close()
+			s = nil
+		}
+	}()
+	bl, err := net.Listen("tcp", cfg.BrokerAddr)
+	if err != nil {
+		return s, fmt.Errorf("broker listener: %w", err)
+	}
+	nl, err := net.Listen("tcp", cfg.NameSrvAddr)
+	if err != nil {
+		bl.Close()
+		return s, fmt.Errorf("name server listener: %w", err)
+	}
+	s.brAddr, s.nsAddr = advertise(bl.Addr()), advertise(nl.Addr())
+	if err := s.open(); err != nil {
+		bl.Close()
+		nl.Close()
+		return s, err
+	}
+	s.serve(s.nsrv, nl)
+	s.serve(s.bsrv, bl)
+	if cfg.MetricsAddr != "-" {
+		if err := s.startHTTP(); err != nil {
+			return s, err
+		}
+	}
+	if cfg.GRPC != nil {
+		if s.grpc, err = cfg.GRPC(s, cfg.GRPCAddr); err != nil {
+			return s, fmt.Errorf("grpc listener: %w", err)
+		}
+	}
+	s.log.Info("rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "metrics", s.MetricsAddr(),
+		"grpc", s.GRPCAddr(), "dir", cfg.Dir)
+	return s, nil
+}
+
+func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Dir == "" {
-		return nil, errors.New("server: Config.Dir is required")
+		return cfg, errors.New("server: Config.Dir is required")
 	}
 	if cfg.NameSrvAddr == "" {
 		cfg.NameSrvAddr = DefaultNameSrvAddr
@@ -126,58 +170,58 @@ func Start(cfg Config) (s *Server, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s = &Server{cfg: cfg, log: cfg.Logger}
-	defer func() {
-		if err != nil {
-			s.Close()
-			s = nil
-		}
-	}()
-
-	bl, err := net.Listen("tcp", cfg.BrokerAddr)
-	if err != nil {
-		return s, fmt.Errorf("broker listener: %w", err)
+	switch cfg.Flush {
+	case "", "sync", "async":
+	default:
+		return cfg, fmt.Errorf("server: Flush %q: want sync or async", cfg.Flush)
 	}
-	s.brAddr = advertise(bl.Addr())
-	nl, err := net.Listen("tcp", cfg.NameSrvAddr)
-	if err != nil {
-		bl.Close()
-		return s, fmt.Errorf("name server listener: %w", err)
-	}
-	s.nsAddr = advertise(nl.Addr())
+	return cfg, nil
+}
 
+// open opens the topic table, the core and the handlers.
+func (s *Server) open() (err error) {
+	cfg := s.cfg
 	if s.topics, err = remoting.OpenTopics(filepath.Join(cfg.Dir, "topics.json"), cfg.QueueNums); err != nil {
-		bl.Close()
-		nl.Close()
-		return s, err
+		return err
 	}
 	// The registry's and the lock table's events go to the broker, which
 	// exists only after the core: bind them late.
-	var bref struct {
-		sync.RWMutex
-		b *remoting.Broker
+	var late atomic.Pointer[remoting.Broker]
+	if s.core, err = brokercore.Open(cfg.Dir, coreOptions(cfg, &late)); err != nil {
+		return err
 	}
+	s.broker = remoting.NewBroker(s.core, s.topics, remoting.BrokerOptions{Addr: s.brAddr,
+		ResetNotifyDelay: cfg.ResetNotifyDelay, Logger: cfg.Logger})
+	late.Store(s.broker)
+	ns := remoting.NewNameServer(s.topics, remoting.NameServerOptions{BrokerAddr: s.brAddr,
+		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger})
+	s.nsrv = remoting.NewServer(ns, remoting.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
+	s.bsrv = remoting.NewServer(s.broker, remoting.ServerOptions{Name: "broker", Logger: cfg.Logger})
+	return nil
+}
+
+// coreOptions are brokercore.Open's options for cfg, with the registry's
+// and the lock table's events going to the broker once late holds it.
+func coreOptions(cfg Config, late *atomic.Pointer[remoting.Broker]) brokercore.Options {
 	co := cfg.Core
 	co.Logger = cfg.Logger
 	if cfg.LockMaxLiveTime > 0 {
 		co.Lock.MaxLiveTime = cfg.LockMaxLiveTime
 	}
-	switch cfg.Flush {
-	case "", "sync":
-	case "async":
+	if cfg.Flush == "async" {
 		co.Store.Sync = store.SyncInterval
-	default:
-		return s, fmt.Errorf("server: Flush %q: want sync or async", cfg.Flush)
 	}
 	if cfg.DelayLevels != "" {
 		co.Schedule.Levels = cfg.DelayLevels
 	}
+	if co.LockSweepEvery == 0 {
+		// Expired leases are swept (and their group told) within a second:
+		// handover of an orderly queue follows the lease closely.
+		co.LockSweepEvery = time.Second
+	}
 	userCons, userLock := co.Consumer.OnEvent, co.Lock.OnEvent
 	co.Consumer.OnEvent = func(ev consumerEvent) {
-		bref.RLock()
-		b := bref.b
-		bref.RUnlock()
-		if b != nil {
+		if b := late.Load(); b != nil {
 			b.OnConsumerEvent(ev)
 		}
 		if userCons != nil {
@@ -185,51 +229,14 @@ func Start(cfg Config) (s *Server, err error) {
 		}
 	}
 	co.Lock.OnEvent = func(ev lock.Event) {
-		bref.RLock()
-		b := bref.b
-		bref.RUnlock()
-		if b != nil {
+		if b := late.Load(); b != nil {
 			b.OnLockEvent(ev)
 		}
 		if userLock != nil {
 			userLock(ev)
 		}
 	}
-	if co.LockSweepEvery == 0 {
-		// Expired leases are swept (and their group told) within a second:
-		// handover of an orderly queue follows the lease closely.
-		co.LockSweepEvery = time.Second
-	}
-	if s.core, err = brokercore.Open(cfg.Dir, co); err != nil {
-		bl.Close()
-		nl.Close()
-		return s, err
-	}
-	s.broker = remoting.NewBroker(s.core, s.topics, remoting.BrokerOptions{Addr: s.brAddr,
-		ResetNotifyDelay: cfg.ResetNotifyDelay, Logger: cfg.Logger})
-	bref.Lock()
-	bref.b = s.broker
-	bref.Unlock()
-	ns := remoting.NewNameServer(s.topics, remoting.NameServerOptions{BrokerAddr: s.brAddr,
-		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger})
-	s.nsrv = remoting.NewServer(ns, remoting.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
-	s.bsrv = remoting.NewServer(s.broker, remoting.ServerOptions{Name: "broker", Logger: cfg.Logger})
-	s.serve(s.nsrv, nl)
-	s.serve(s.bsrv, bl)
-
-	if cfg.MetricsAddr != "-" {
-		if err := s.startHTTP(); err != nil {
-			return s, err
-		}
-	}
-	if cfg.GRPC != nil {
-		if s.grpc, err = cfg.GRPC(s, cfg.GRPCAddr); err != nil {
-			return s, fmt.Errorf("grpc listener: %w", err)
-		}
-	}
-	s.log.Info("rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "metrics", s.MetricsAddr(),
-		"grpc", s.GRPCAddr(), "dir", cfg.Dir)
-	return s, nil
+	return co
 }
 
 func (s *Server) serve(rs *remoting.Server, l net.Listener) {

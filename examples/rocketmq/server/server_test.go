@@ -121,6 +121,8 @@ func TestStartFailsCleanlyOnBusyPort(t *testing.T) {
 	require.ErrorContains(t, err, "broker listener")
 	_, err = server.Start(server.Config{})
 	require.ErrorContains(t, err, "Dir is required")
+	_, err = server.Start(server.Config{Dir: t.TempDir(), Flush: "sometimes"})
+	require.ErrorContains(t, err, "want sync or async")
 }
 
 func TestGRPCHookIsStartedAndClosedFirst(t *testing.T) {
