@@ -130,7 +130,7 @@ func (b *Broker) open(dir string, opts Options) error {
 		return fmt.Errorf("brokercore: scheduler: %w", err)
 	}
 	b.sched = sch
-	b.add("scheduler", sch.Stop)
+	b.add("scheduler", sch.Close)
 
 	b.locks = lock.New(opts.Lock)
 	b.add("locks", b.locks.Close)

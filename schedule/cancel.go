@@ -22,6 +22,9 @@ func (s *Scheduler) Cancel(uniqKey string) error {
 		s.log.Debug("schedule: cancel rejected", "reason", "empty key")
 		return fmt.Errorf("cancel: empty key: %w", ErrInvalid)
 	}
+	if err := s.closedErr(); err != nil {
+		return fmt.Errorf("cancel %q: %w", uniqKey, err)
+	}
 	t := s.timers
 	t.mu.Lock()
 	defer t.mu.Unlock()

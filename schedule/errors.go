@@ -23,3 +23,7 @@ var ErrCancelled = errors.New("schedule: timer already cancelled")
 // ErrTimerNotFound is Cancel's answer for a key no timer in the log has (or
 // one delivered more than KeepDelivered ago, or removed by retention).
 var ErrTimerNotFound = errors.New("schedule: no timer with this key")
+
+// ErrClosed is Start's and Cancel's answer after Close, or once the Log
+// reports that it closed (a Log with a Done channel, as *store.Store).
+var ErrClosed = errors.New("schedule: closed")

@@ -42,7 +42,8 @@ type Scheduler struct {
 
 	// lifeMu serializes Start and Stop; each holds it for its whole call.
 	lifeMu sync.Mutex
-	gen    uint64 // last generation number; under lifeMu
+	gen    uint64      // last generation number; under lifeMu
+	closed atomic.Bool // Close was called; written under lifeMu
 	// cur is the current generation, nil while stopped. It changes only
 	// under lifeMu and every lane's mu, so a delivery that holds its lane's
 	// mu sees a stable answer to "is my generation current".
@@ -131,6 +132,10 @@ func (s *Scheduler) Levels() []time.Duration {
 func (s *Scheduler) Start() error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
+	if err := s.closedErr(); err != nil {
+		s.log.Debug("schedule: start refused", "err", err)
+		return fmt.Errorf("start: %w", err)
+	}
 	if s.cur.Load() != nil {
 		return nil
 	}
@@ -181,6 +186,31 @@ func (s *Scheduler) Stop() error {
 	}
 	s.log.Info("schedule: stopped", "generation", g.n)
 	return err
+}
+
+// Close stops the scheduler for good: it is Stop, after which Start and
+// Cancel answer ErrClosed. Close is idempotent. It does not close the Log,
+// which belongs to the host.
+func (s *Scheduler) Close() error {
+	s.lifeMu.Lock()
+	s.closed.Store(true) // no Start gets past this (it checks under lifeMu)
+	s.lifeMu.Unlock()
+	return s.Stop()
+}
+
+// closedErr is ErrClosed after Close, or once the Log says it closed.
+func (s *Scheduler) closedErr() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if d, ok := s.src.(interface{ Done() <-chan struct{} }); ok {
+		select {
+		case <-d.Done():
+			return fmt.Errorf("%w: the log is closed", ErrClosed)
+		default:
+		}
+	}
+	return nil
 }
 
 // Progress returns level -> next queue offset to deliver.
