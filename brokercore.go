@@ -49,7 +49,8 @@ type closer struct {
 //   - the store in dir/StoreDir, whose arrivals — the scheduler's deliveries
 //     included — wake the pop service's long polls;
 //   - the offset manager persisted at dir/OffsetsFile, which the pop service
-//     commits to;
+//     commits to, bounded by the store (an offset past a queue's end is
+//     offset.ErrBeyondEnd for Commit and Reset alike);
 //   - the pop service, whose dead letters are appended to queue 0 of
 //     DeadLetterPrefix+group, and whose receipt handles are signed with the
 //     key in dir/HandleKeyFile (so handles from before a restart answer
@@ -91,7 +92,11 @@ func (b *Broker) open(dir string, opts Options) error {
 	b.store = st
 	b.add("store", st.Close)
 
-	offs, err := offset.Open(opts.Offset)
+	oo := opts.Offset
+	if oo.Bounds == nil {
+		oo.Bounds = st
+	}
+	offs, err := offset.Open(oo)
 	if err != nil {
 		return fmt.Errorf("brokercore: offsets: %w", err)
 	}
@@ -125,10 +130,12 @@ func (b *Broker) open(dir string, opts Options) error {
 		return fmt.Errorf("brokercore: scheduler: %w", err)
 	}
 	b.sched = sch
-	b.add("scheduler", sch.Stop)
+	b.add("scheduler", sch.Close)
 
 	b.locks = lock.New(opts.Lock)
+	b.add("locks", b.locks.Close)
 	b.consumers = consumer.New(opts.Consumer)
+	b.add("consumers", b.consumers.Close)
 	return nil
 }
 
@@ -200,14 +207,17 @@ func (b *Broker) Locks() *lock.Table { return b.locks }
 func (b *Broker) Consumers() *consumer.Registry { return b.consumers }
 
 // Close stops everything in the reverse order of Open and returns after
-// every goroutine has exited: housekeeping, then the scheduler (its
-// in-flight deliveries finish and their progress is recorded), the pop
-// service (it cancels its arrival subscription; long polls answer
-// pop.ErrClosed), the
-// offset manager (written a last time) and the store. Afterwards every
-// piece answers its own ErrClosed. Close is idempotent; later calls return
-// the first call's result, which joins the errors of every piece that
-// failed to close.
+// every goroutine has exited: housekeeping, the consumer registry and the
+// lock table, then the scheduler (its in-flight deliveries finish and their
+// progress is recorded), the pop service (it cancels its arrival
+// subscription; long polls answer pop.ErrClosed), the offset manager
+// (written a last time) and the store. Afterwards the store, the pop
+// service, the offset manager and the consumer registry answer their
+// ErrClosed, the lock table refuses every lock and unlock (its calls answer
+// booleans), and the scheduler stays stopped (do not Start it again). Reads
+// of in-memory state keep answering. Close is idempotent; later calls
+// return the first call's result, which joins the errors of every piece
+// that failed to close.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.stop)

@@ -2,6 +2,7 @@ package brokercore_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/lock"
 	"github.com/brokercore/brokercore/offset"
@@ -267,6 +269,11 @@ func TestCloseIsIdempotentAndEveryPieceAnswersErrClosed(t *testing.T) {
 	_, err = b.Pop().Pop(context.Background(), pop.Request{Group: group, ClientID: "c1", Topic: topic, Max: 1})
 	assert.ErrorIs(t, err, pop.ErrClosed)
 	assert.ErrorIs(t, b.Offsets().Commit(group, topic, 0, 1), offset.ErrClosed)
+	_, err = b.Consumers().RegisterWithoutSub(group, consumerClient())
+	assert.ErrorIs(t, err, consumer.ErrClosed)
+	_, ok := b.Locks().TryLock(group, lock.Queue{Topic: topic}, "c1")
+	assert.False(t, ok, "the lock table refuses after Close")
+	assert.False(t, b.Scheduler().Stats().Running)
 }
 
 func TestCloseEndsLongPollsAndWaitsForThem(t *testing.T) {
@@ -324,9 +331,12 @@ func TestOpenPropagatesTheLoggerWithPackageNames(t *testing.T) {
 	b := openBroker(t, t.TempDir(), opts)
 	b.Locks().TryLock("", lock.Queue{Topic: topic}, "c1") // rejected: logged by lock
 	_, _ = b.Consumers().RegisterWithoutSub("", consumerClient())
+	_, err := b.Pop().Pop(context.Background(), pop.Request{Topic: topic, ClientID: "c1"}) // no group
+	require.ErrorIs(t, err, pop.ErrInvalid)
 	require.NoError(t, b.Close())
-	assert.Contains(t, sink.String(), `"pkg":"lock"`)
-	assert.Contains(t, sink.String(), `"pkg":"consumer"`)
+	for _, pkg := range []string{"store", "pop", "offset", "schedule", "lock", "consumer"} {
+		assert.Contains(t, sink.String(), `"pkg":"`+pkg+`"`, pkg)
+	}
 }
 
 func TestHousekeepingSweepsLocksAndScansConsumers(t *testing.T) {
@@ -388,4 +398,102 @@ func TestOpenKeepsWhatTheHostSet(t *testing.T) {
 	off, ok := own.Committed(group, topic, 0)
 	assert.True(t, ok)
 	assert.Equal(t, int64(1), off)
+}
+
+// The issue's reproduction on the composed broker: a host commits 8 on a
+// queue pop serves, then pop's next ack would have committed 2 over it.
+func TestPlainCommitOnAPopServedQueueIsNotOverwrittenByItsAcks(t *testing.T) {
+	b := openBroker(t, t.TempDir(), testOptions(newClock()))
+	for i := range 10 {
+		require.NoError(t, b.Store().Append(msg(string(rune('a'+i)))))
+	}
+	req := pop.Request{Group: group, Topic: topic, ClientID: "c1", Max: 2, Invisible: time.Minute}
+	res, err := b.Pop().Pop(context.Background(), req)
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 2)
+
+	require.NoError(t, b.Offsets().Commit(group, topic, 0, 8))
+	for _, d := range res.Messages {
+		err := b.Pop().Ack(d.Handle)
+		require.Error(t, err, "an ack from before the commit cannot write its progress over it")
+	}
+	off, _ := b.Offsets().Committed(group, topic, 0)
+	assert.Equal(t, int64(8), off)
+	res, err = b.Pop().Pop(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"i", "j"}, bodies(res), "pop restarts at the committed offset")
+}
+
+func TestOffsetsBeyondAQueuesEndAreRefusedByCommitAndReset(t *testing.T) {
+	b := openBroker(t, t.TempDir(), testOptions(newClock()))
+	for range 5 {
+		require.NoError(t, b.Store().Append(msg("x")))
+	}
+	errCommit := b.Offsets().Commit(group, topic, 0, 99)
+	_, errReset := b.Offsets().Reset(group, topic, 0, 99)
+	require.ErrorIs(t, errCommit, offset.ErrBeyondEnd)
+	require.ErrorIs(t, errReset, offset.ErrBeyondEnd)
+	_, ok := b.Offsets().Committed(group, topic, 0)
+	assert.False(t, ok)
+	require.NoError(t, b.Offsets().Commit(group, topic, 0, 5))
+}
+
+// Timers (schedule.At) and their cancels live under dir too: across a
+// reopen a delivered timer is not delivered again, a cancelled one never,
+// and a pending one once, when due.
+func TestReopenKeepsTimersAndCancels(t *testing.T) {
+	dir, clk := t.TempDir(), newClock()
+	opts := testOptions(clk)
+	b, err := brokercore.Open(dir, opts)
+	require.NoError(t, err)
+	at := func(body string, d time.Duration) *store.Message {
+		m, err := b.Scheduler().At(msg(body), clk.Now().Add(d))
+		require.NoError(t, err)
+		require.NoError(t, b.Store().Append(m))
+		return m
+	}
+	at("soon", time.Second)
+	cancelled := at("cancelled", time.Minute)
+	at("later", time.Hour)
+	require.NoError(t, b.Scheduler().Cancel(cancelled.Properties[brokercore.PropUniqKey]))
+	clk.Advance(2 * time.Second)
+	require.Eventually(t, func() bool { return b.Store().MaxOffset(topic, 0) == 1 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, b.Close())
+
+	b = openBroker(t, dir, opts)
+	clk.Advance(2 * time.Hour)
+	require.Eventually(t, func() bool { return b.Store().MaxOffset(topic, 0) >= 2 }, 10*time.Second, time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // several scheduler ticks: a repeat would show
+	msgs, err := b.Store().Read(topic, 0, 0, 10)
+	require.NoError(t, err)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, string(m.Body))
+	}
+	assert.Equal(t, []string{"soon", "later"}, got)
+}
+
+func TestStatsGatherEveryPiece(t *testing.T) {
+	b := openBroker(t, t.TempDir(), testOptions(newClock()))
+	require.NoError(t, b.Store().Append(msg("x")))
+	_, ok := b.Locks().TryLock(group, lock.Queue{Topic: topic}, "c1")
+	require.True(t, ok)
+	res, err := b.Pop().Pop(context.Background(), pop.Request{Group: group, Topic: topic, ClientID: "c1"})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 1)
+	require.NoError(t, b.Pop().Ack(res.Messages[0].Handle))
+
+	s := b.Stats()
+	assert.Equal(t, uint64(1), s.Store.Messages)
+	assert.Equal(t, uint64(1), s.Pop.Acks)
+	assert.Equal(t, uint64(1), s.Offset.Commits)
+	assert.Equal(t, uint64(1), s.Lock.Locked)
+	assert.True(t, s.Schedule.Running)
+	raw, err := json.Marshal(s)
+	require.NoError(t, err)
+	var top map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(raw, &top))
+	for _, k := range []string{"store", "pop", "offset", "schedule", "lock", "consumer"} {
+		assert.Contains(t, top, k)
+	}
 }

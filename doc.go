@@ -2,15 +2,66 @@
 // components, modelled on the broker internals of Apache RocketMQ.
 //
 // A host application — a custom Go messaging service, a test suite, a
-// bespoke broker — imports the packages it needs and wires them together
-// through small interfaces. No package needs a server, a network or a config
-// file, and none leaves a goroutine running after its Close or Stop.
+// bespoke broker — opens the composed core with one call, or imports the
+// pieces it needs and wires them itself through small interfaces. No
+// package needs a server, a network or a config file, and none leaves a
+// goroutine running after its Close or Stop.
 //
 // The library exists because broker internals keep failing in the same few
 // ways: two code paths that must keep state in step and don't, services
 // restarted under a still-running task, retries that lose their place to an
 // unrelated lock. Each package makes one such failure impossible by
 // construction, and its tests replay the field report that found it.
+//
+// # Open: the composed core
+//
+// Open turns a directory into a correctly wired broker core (ExampleOpen
+// is the whole program):
+//
+//	b, err := brokercore.Open(dir, brokercore.Options{})
+//	if err != nil {
+//		return err
+//	}
+//	defer b.Close()
+//	if err := b.Store().Append(&store.Message{Topic: "orders", Body: []byte("paid")}); err != nil {
+//		return err
+//	}
+//	res, err := b.Pop().Pop(ctx, pop.Request{Group: "billing", Topic: "orders", ClientID: "w1", Poll: time.Second})
+//	if err != nil {
+//		return err
+//	}
+//	for _, d := range res.Messages {
+//		if err := b.Pop().Ack(d.Handle); err != nil { // the ack commits the offset
+//			return err
+//		}
+//	}
+//
+// What Open wires, so that no host has to:
+//
+//   - the store lives in dir/store (StoreDir); its arrivals — the
+//     scheduler's deliveries of delayed messages included — wake pop's long
+//     polls (pop.New subscribes to the store itself);
+//   - pop commits through the offset manager, persisted at dir/offsets
+//     (OffsetsFile) and bounded by the store, so an offset past a queue's
+//     end is refused by Commit and Reset alike; a plain Commit on a queue
+//     pop serves fences pop's older acks instead of being overwritten;
+//   - receipt handles are signed with a key kept in dir/handle.key, so a
+//     handle from before a restart answers pop.ErrStaleHandle, not
+//     pop.ErrBadHandle;
+//   - the scheduler keeps its progress in dir/schedule/progress and is
+//     started: a delayed message is delivered once, across reopens too;
+//   - a message that pop.Options.MaxAttempts deliveries did not settle is
+//     appended to queue 0 of DeadLetterPrefix+group ("%DLQ%billing"), a
+//     topic like any other, with its origin in properties (PropDLQOrigin…);
+//   - expired leases are swept from the lock table every LockSweepEvery
+//     and silent consumer channels expired every ConsumerScanEvery;
+//   - Options.Now and Options.Logger reach every package whose own is nil.
+//
+// Close stops everything in reverse order and waits for every goroutine;
+// afterwards the store, pop and the offset manager answer their ErrClosed.
+// For tests, package brokertest opens a Broker in t.TempDir() on an
+// injectable clock and closes it with the test (it also runs under
+// testing/synctest).
 //
 // # The packages
 //
@@ -21,13 +72,14 @@
 //   - [github.com/brokercore/brokercore/pop]: pop / ack / change-invisible-time
 //     over any log that satisfies pop.Source; FIFO batches with attemptId
 //     reentrancy that waits for the group@topic lock instead of coming back
-//     empty; long polling; dead letters; epoch-fenced commits.
-//   - [github.com/brokercore/brokercore/lock]: a lease lock table for queue
-//     ownership with fencing tokens, and a Keeper that renews at no more than
-//     a third of the lease and unlocks everything on Close.
-//   - [github.com/brokercore/brokercore/schedule]: delay levels; every delivery
-//     task belongs to a generation, so a stop/start flap cannot deliver a
-//     level twice.
+//     empty; long polling; tag filters; dead letters; epoch-fenced commits.
+//   - [github.com/brokercore/brokercore/lock]: a linearizable lease lock
+//     table for queue ownership with fencing tokens, and a Keeper that
+//     renews at no more than a third of the lease and unlocks everything on
+//     Close.
+//   - [github.com/brokercore/brokercore/schedule]: delay levels and timers;
+//     every delivery task belongs to a generation, so a stop/start flap
+//     cannot deliver a level twice.
 //   - [github.com/brokercore/brokercore/consumer]: the consumer registry keyed
 //     by channel; one mutation path writes the group, channel and topic tables
 //     together.
@@ -35,38 +87,59 @@
 //     epoch-fenced resets (broker side), and the consumer's queue table in
 //     which a reset drops the old process queue atomically (no orphan pulls).
 //
-// # How the pieces compose
+// # Composing by hand
 //
-// The store is the foundation; pop, schedule and offset each declare the few
-// store methods they need as an interface of their own, which *store.Store
-// satisfies, so a host may substitute its own log:
+// Every piece stays usable on its own. The store is the foundation; pop,
+// schedule and offset each declare the few store methods they need as an
+// interface of their own, which *store.Store satisfies, so a host may
+// substitute its own log. Order matters only for Close (reverse), never for
+// wiring: pop.New finds the store's Subscribe and Done by type assertion,
+// so appends before or after it are seen the same way. Example (by hand)
+// is this code, run:
 //
-//	st, _ := store.Open(dir, store.Options{OnAppend: func(t string, q int, _ int64) { svc.Arrived(t, q) }})
-//	offs, _ := offset.Open(offset.Options{Path: filepath.Join(dir, "offsets")})
-//	svc := pop.New(st, pop.Options{Offsets: offs})       // *offset.Manager satisfies pop.Offsets
-//	sch, _ := schedule.New(st, schedule.Options{})        // *store.Store satisfies schedule.Log
-//	_ = sch.Start()
-//	offs.ResetToTime(group, topic, q, t, st)              // *store.Store satisfies offset.TimeIndex
+//	st, err := store.Open(filepath.Join(dir, "store"), store.Options{})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer st.Close()
+//	offs, err := offset.Open(offset.Options{Path: filepath.Join(dir, "offsets"), Bounds: st})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer offs.Close()
+//	svc := pop.New(st, pop.Options{Offsets: offs}) // *offset.Manager is a pop.Offsets
+//	defer svc.Close()
+//	sch, err := schedule.New(st, schedule.Options{ProgressPath: filepath.Join(dir, "schedule", "progress")})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	if err := sch.Start(); err != nil {
+//		log.Fatal(err)
+//	}
+//	defer sch.Stop()
 //
-// The arrival hook store.Options.OnAppend wakes pop's long polls; an offset
-// reset through the offset.Manager bumps the queue's epoch, which pop sees on
-// its next pop of that queue. lock and consumer stand alone: a broker uses
-// lock.Table for orderly consumers' queue ownership and consumer.Registry for
-// heartbeats, calling Registry.ChannelClosed when a connection closes.
-// Shutdown runs in reverse: pop.Close wakes long polls, schedule's Stop ends
-// its generation, offset's Close flushes, the store closes last.
+// An offset reset through the offset.Manager bumps the queue's epoch, which
+// pop sees on its next pop of that queue (offs.ResetToTime takes the store
+// as its offset.TimeIndex). lock and consumer stand alone: a broker uses
+// lock.Table for orderly consumers' queue ownership and consumer.Registry
+// for heartbeats, calling Registry.ChannelClosed when a connection closes,
+// and sweeps and scans them on a period as Open does.
 //
-// examples/broker composes all six into a small HTTP broker;
-// examples/embedtest shows the store and pop service embedded in a unit test.
+// examples/broker composes all six into a small HTTP broker on Open;
+// examples/embedtest shows the core embedded in a unit test.
 //
 // # Conventions
 //
 // Every package follows the same rules: the zero Options is a working default
-// (each default is a named constant); Options.Now injects the clock that every
+// (each default is a named constant, applied by the package's one
+// withDefaults in options.go); Options.Now injects the clock that every
 // expiry, due time and lease decision reads, so tests move time instead of
 // sleeping; Options.Logger (a *slog.Logger, nil = discard) receives
-// contention, takeover, expiry, recovery and every rejected request with its
-// keys; errors are exported sentinels wrapped with %w; bad input changes
-// nothing; Stats returns a plain struct of counters; everything is safe for
+// contention, takeover, expiry, recovery and every rejected request with
+// the same keys everywhere (group, topic, queue, client, offset, token,
+// old_client, new_client) — errors a call returns are logged at DEBUG, WARN
+// is kept for what the caller cannot see; errors are exported sentinels
+// wrapped with %w; bad input changes nothing; Stats returns a plain struct
+// of uint64 counters with snake_case json tags; everything is safe for
 // concurrent use.
 package brokercore

@@ -3,6 +3,7 @@ module github.com/brokercore/brokercore
 go 1.26
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
 	github.com/stretchr/testify v1.12.1
 	github.com/tidwall/wal v1.2.1

@@ -50,7 +50,7 @@ const HandleKeySize = 32
 // filled in and the pieces wired to each other.
 //
 // A field Open fills is only filled when it is zero, so a host can still
-// override any of them: Offset.Path, Schedule.ProgressPath, Pop.Offsets,
+// override any of them: Offset.Path, Offset.Bounds, Schedule.ProgressPath, Pop.Offsets,
 // Pop.DeadLetter, Pop.HandleKey, Lock.TokenBase, and every Now and Logger.
 type Options struct {
 	// Store configures the store opened under dir/StoreDir.
@@ -60,7 +60,7 @@ type Options struct {
 	// HandleKey to the key kept in dir/HandleKeyFile.
 	Pop pop.Options
 	// Offset configures the offset manager; Path defaults to
-	// dir/OffsetsFile.
+	// dir/OffsetsFile and Bounds to the store.
 	Offset offset.Options
 	// Schedule configures the scheduler; ProgressPath defaults to
 	// dir/ScheduleDir/ProgressFile.

@@ -49,13 +49,16 @@
 // the delivering call busy until the queue is empty; keep handlers short.
 //
 // Bad input (empty group, channel id or client id, empty topic) returns an
-// error wrapping ErrInvalid and changes nothing.
+// error wrapping ErrInvalid and changes nothing (logged at DEBUG: the
+// caller has the error). After Close, changes answer ErrClosed and reads
+// keep answering from memory.
 //
 // # Defaults
 //
 // DefaultChannelExpiry (120 s) when Options.ChannelExpiry is zero; Now
-// defaults to time.Now, Logger to a discarding logger. The Registry starts
-// no goroutines; the host calls Scan periodically.
+// defaults to time.Now, Logger to a discarding logger (one withDefaults in
+// options.go). The Registry starts no goroutines; the host calls Scan
+// periodically (brokercore.Open does, every DefaultConsumerScanEvery).
 //
 // # Ownership
 //

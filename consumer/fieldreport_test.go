@@ -58,6 +58,6 @@ func TestChannelCloseRemovesClientFirstRegisteredWithoutSub(t *testing.T) {
 	}
 	assert.Zero(t, r.Scan(), "nothing is left for the expiry scan to find")
 	st := r.Stats()
-	assert.Equal(t, 0, st.Clients)
+	assert.Equal(t, uint64(0), st.Clients)
 	assert.Equal(t, uint64(2), st.GroupsRemoved)
 }

@@ -11,11 +11,6 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 )
 
-// DefaultChannelExpiry is how long a (group, channel) registration lives
-// without a registration of that group on that channel before Scan expires
-// it (RocketMQ's channelExpiredTimeout).
-const DefaultChannelExpiry = 120 * time.Second
-
 // Client is one consumer connection as seen by a group. ChannelID names the
 // connection and is the key within a group; ClientID names the consumer
 // process. LastSeen is set by the registry (the input value is ignored): it
@@ -34,36 +29,23 @@ type Subscription struct {
 	Version           int64
 }
 
-// Options configures a Registry. The zero value is a working default.
-type Options struct {
-	// ChannelExpiry is how long a registration may stay silent before Scan
-	// removes it. Zero or negative means DefaultChannelExpiry.
-	ChannelExpiry time.Duration
-	// Now is the clock read by every liveness decision; nil means time.Now.
-	Now func() time.Time
-	// Logger receives rejected requests, expiries, channel closes and
-	// channel takeovers with their keys; nil discards.
-	Logger *slog.Logger
-	// OnEvent, if set, is called for every event: synchronously, one at a
-	// time, in the order the changes happened, never while a registry lock
-	// is held (it may call back into the Registry).
-	OnEvent func(Event)
-}
-
 // Stats is a snapshot of the registry's sizes and counters.
 type Stats struct {
-	Groups, Clients, Channels, Topics int // current table sizes
+	Groups   uint64 `json:"groups"`   // groups with at least one client
+	Clients  uint64 `json:"clients"`  // (group, channel) registrations
+	Channels uint64 `json:"channels"` // channels with at least one registration
+	Topics   uint64 `json:"topics"`   // topics some group subscribes to
 
-	Heartbeats      int64  // registrations of a known, unchanged client served without the lock
-	Registrations   uint64 // registrations that took the locked path
-	ClientsAdded    uint64 // (group, channel) registrations created
-	ClientsRemoved  uint64 // (group, channel) registrations removed, for any reason
-	Unregistrations uint64 // clients removed by Unregister
-	ChannelCloses   uint64 // ChannelClosed calls that removed something
-	Expired         uint64 // registrations removed by Scan
-	GroupsRemoved   uint64 // groups removed because their last client left
-	Rejected        uint64 // calls refused with ErrInvalid
-	Events          uint64 // events handed to OnEvent (0 without a handler)
+	Heartbeats      uint64 `json:"heartbeats"`      // registrations of a known, unchanged client served without the lock
+	Registrations   uint64 `json:"registrations"`   // registrations that took the locked path
+	ClientsAdded    uint64 `json:"clients_added"`   // (group, channel) registrations created
+	ClientsRemoved  uint64 `json:"clients_removed"` // (group, channel) registrations removed, for any reason
+	Unregistrations uint64 `json:"unregistrations"` // clients removed by Unregister
+	ChannelCloses   uint64 `json:"channel_closes"`  // ChannelClosed calls that removed something
+	Expired         uint64 `json:"expired"`         // registrations removed by Scan
+	GroupsRemoved   uint64 `json:"groups_removed"`  // groups removed because their last client left
+	Rejected        uint64 `json:"rejected"`        // calls refused with ErrInvalid
+	Events          uint64 `json:"events"`          // events handed to OnEvent (0 without a handler)
 }
 
 // Registry is the consumer registry: for each group its clients (keyed by
@@ -79,14 +61,18 @@ type Registry struct {
 	heartbeats *xsync.Counter // striped: the heartbeat path must not share a cache line
 	rejected   atomic.Uint64
 
-	mu sync.RWMutex // guards t (except the lock-free reads of t.index) and st
-	t  tables
-	st Stats
+	mu     sync.RWMutex // guards t (except the lock-free reads of t.index), st and closed
+	t      tables
+	st     Stats
+	closed bool
+	// isClosed mirrors closed for the lock-free heartbeat path.
+	isClosed atomic.Bool
 }
 
 // New returns an empty registry.
 func New(opts Options) *Registry {
-	r := &Registry{
+	opts = opts.withDefaults()
+	return &Registry{
 		expiry:     opts.ChannelExpiry,
 		now:        opts.Now,
 		log:        opts.Logger,
@@ -94,16 +80,6 @@ func New(opts Options) *Registry {
 		heartbeats: xsync.NewCounter(),
 		t:          newTables(),
 	}
-	if r.expiry <= 0 {
-		r.expiry = DefaultChannelExpiry
-	}
-	if r.now == nil {
-		r.now = time.Now
-	}
-	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
-	}
-	return r
 }
 
 // Register records that client c of group registered with the group's full
@@ -114,8 +90,8 @@ func (r *Registry) Register(group string, c Client, subs []Subscription) (change
 	if err := r.check("register", group, &c, subs); err != nil {
 		return false, err
 	}
-	out := r.mutate(change{group: group, put: newEntry(c, r.now().UnixNano()), setSubs: true, subs: subs})
-	return out.clientsChanged || out.topicsChanged, nil
+	out, err := r.mutate("register", change{group: group, put: newEntry(c, r.now().UnixNano()), setSubs: true, subs: subs})
+	return out.clientsChanged || out.topicsChanged, err
 }
 
 // RegisterWithoutSub records a heartbeat of client c of group that carries no
@@ -128,13 +104,16 @@ func (r *Registry) RegisterWithoutSub(group string, c Client) (changed bool, err
 	if err := r.check("register without subscriptions", group, &c, nil); err != nil {
 		return false, err
 	}
+	if r.isClosed.Load() {
+		return false, r.errClosed("register without subscriptions")
+	}
 	now := r.now().UnixNano()
 	if e, ok := r.t.index.Load(hbKey{group, c.ChannelID}); ok && e.sameAs(&c) && e.refresh(now) {
 		r.heartbeats.Inc()
 		return false, nil
 	}
-	out := r.mutate(change{group: group, put: newEntry(c, now)})
-	return out.clientsChanged, nil
+	out, err := r.mutate("register without subscriptions", change{group: group, put: newEntry(c, now)})
+	return out.clientsChanged, err
 }
 
 // refresh moves lastSeen forward to now unless the entry has been removed.
@@ -158,17 +137,25 @@ func (r *Registry) Unregister(group string, c Client) error {
 	if err := r.check("unregister", group, &c, nil); err != nil {
 		return err
 	}
-	out := r.mutate(change{group: group, drop: c.ChannelID, dropID: c.ClientID})
+	out, err := r.mutate("unregister", change{group: group, drop: c.ChannelID, dropID: c.ClientID})
+	if err != nil {
+		return err
+	}
 	if out.removed == 0 {
 		r.log.Debug("consumer: unregister of unknown client", "group", group, "channel", c.ChannelID, "client", c.ClientID)
 	}
 	return nil
 }
 
-// mutate applies one change under the lock and delivers its events after.
-func (r *Registry) mutate(c change) outcome {
+// mutate applies one change under the lock and delivers its events after;
+// after Close it changes nothing and answers ErrClosed.
+func (r *Registry) mutate(op string, c change) (outcome, error) {
 	var evs []Event
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return outcome{}, r.errClosed(op)
+	}
 	out := r.t.apply(c, r.eventSink(&evs), r.log)
 	if c.put != nil {
 		r.st.Registrations++
@@ -184,7 +171,25 @@ func (r *Registry) mutate(c change) outcome {
 		r.log.Debug("consumer: client set changed", "group", c.group, "channel", c.put.channelOr(c.drop),
 			"added", out.added, "removed", out.removed, "group_removed", out.groupRemoved)
 	}
-	return out
+	return out, nil
+}
+
+func (r *Registry) errClosed(op string) error {
+	r.log.Debug("consumer: rejected " + op + " on closed registry")
+	return fmt.Errorf("consumer: %s: %w", op, ErrClosed)
+}
+
+// Close makes every later Register, RegisterWithoutSub and Unregister
+// answer ErrClosed, and ChannelClosed and Scan change nothing; reads keep
+// answering from memory. No event is delivered after Close returns (except
+// those of calls that were already delivering). It is idempotent and
+// returns nil; the Registry owns no goroutine or file.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.isClosed.Store(true)
+	r.mu.Unlock()
+	return nil
 }
 
 // channelOr returns the entry's channel, or ch for a nil entry.
@@ -205,6 +210,10 @@ func (r *Registry) ChannelClosed(channelID string) (groups []string) {
 	}
 	var evs []Event
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
 	groups = sortedKeys(r.t.channels[channelID])
 	for _, g := range groups {
 		r.count(r.t.apply(change{group: g, drop: channelID}, r.eventSink(&evs), r.log))
@@ -235,6 +244,10 @@ func (r *Registry) Scan() int {
 	var victims []victim
 	var evs []Event
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return 0
+	}
 	for name, g := range r.t.groups {
 		for ch, e := range g.clients {
 			for {
@@ -358,12 +371,12 @@ func (r *Registry) Groups() []string {
 func (r *Registry) Stats() Stats {
 	r.mu.RLock()
 	s := r.st
-	s.Groups = len(r.t.groups)
-	s.Clients = r.t.nClients
-	s.Channels = len(r.t.channels)
-	s.Topics = len(r.t.topics)
+	s.Groups = uint64(len(r.t.groups))
+	s.Clients = uint64(r.t.nClients)
+	s.Channels = uint64(len(r.t.channels))
+	s.Topics = uint64(len(r.t.topics))
 	r.mu.RUnlock()
-	s.Heartbeats = r.heartbeats.Value()
+	s.Heartbeats = uint64(r.heartbeats.Value())
 	s.Rejected = r.rejected.Load()
 	return s
 }
@@ -410,7 +423,8 @@ func (r *Registry) check(op, group string, c *Client, subs []Subscription) error
 		return nil
 	}
 	r.rejected.Add(1)
-	r.log.Warn("consumer: rejected "+op, "group", group, "channel", c.ChannelID, "client", c.ClientID, "reason", why)
+	// The caller gets the error: DEBUG.
+	r.log.Debug("consumer: rejected "+op, "group", group, "channel", c.ChannelID, "client", c.ClientID, "reason", why)
 	return fmt.Errorf("consumer: %s group %q channel %q client %q: %s: %w", op, group, c.ChannelID, c.ClientID, why, ErrInvalid)
 }
 

@@ -2,8 +2,10 @@ package consumer
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +17,8 @@ func cl(ch, id string) Client { return Client{ChannelID: ch, ClientID: id, Langu
 
 func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	var logs bytes.Buffer
-	r := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	// Rejections are answered to the caller, so they are logged at DEBUG.
+	r := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	_, err := r.Register("g", cl("ch", "a"), []Subscription{{Topic: "t", Version: 1}})
 	require.NoError(t, err)
 	before := r.Stats()
@@ -260,4 +263,44 @@ func TestErrorsWrapErrInvalidWithKeys(t *testing.T) {
 	require.True(t, errors.Is(err, ErrInvalid))
 	assert.Contains(t, err.Error(), `group "g"`)
 	assert.Contains(t, err.Error(), "empty channel id")
+}
+
+func TestStatsEncodeWithSnakeCaseKeys(t *testing.T) {
+	r := New(Options{})
+	_, err := r.RegisterWithoutSub("g", cl("ch", "a"))
+	require.NoError(t, err)
+	b, err := json.Marshal(r.Stats())
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(b, &got))
+	assert.Equal(t, float64(1), got["clients_added"])
+	assert.Equal(t, float64(1), got["groups"])
+	for k := range got {
+		assert.Regexp(t, `^[a-z_]+$`, k)
+	}
+}
+
+func TestCloseRefusesChangesWithErrClosedAndKeepsReads(t *testing.T) {
+	var events atomic.Int64
+	r := New(Options{OnEvent: func(Event) { events.Add(1) }})
+	_, err := r.Register("g", cl("ch", "a"), []Subscription{{Topic: "t", Version: 1}})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	require.NoError(t, r.Close(), "idempotent")
+	before, seen := r.Stats(), events.Load()
+
+	_, err = r.Register("g", cl("ch2", "b"), nil)
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = r.RegisterWithoutSub("g", cl("ch2", "b"))
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = r.RegisterWithoutSub("g", cl("ch", "a")) // the lock-free heartbeat path too
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, r.Unregister("g", cl("ch", "a")), ErrClosed)
+	assert.Nil(t, r.ChannelClosed("ch"))
+	assert.Zero(t, r.Scan())
+
+	assert.Len(t, r.Clients("g"), 1, "reads answer from memory")
+	assert.Equal(t, []string{"g"}, r.GroupsOf("ch"))
+	assert.Equal(t, before, r.Stats())
+	assert.Equal(t, seen, events.Load(), "no event after Close")
 }

@@ -436,7 +436,7 @@ func TestAcceptNewKeeperRefusesPeriodLongerThanAThird(t *testing.T) {
 	for _, live := range []time.Duration{60 * time.Second, 30 * time.Second, 3 * time.Second, 10 * time.Second} {
 		tb := lock.New(lock.Options{MaxLiveTime: live, Now: newAccClock().Now})
 		for _, every := range []time.Duration{live/3 + time.Nanosecond, live/3 + time.Millisecond, live / 2, live, 2 * live} {
-			k, err := lock.NewKeeper(tb, "g", "c1", every)
+			k, err := lock.NewKeeper(tb, "g", "c1", lock.KeeperOptions{Every: every})
 			assert.ErrorIs(t, err, lock.ErrRenewTooSlow, "live %v every %v", live, every)
 			if k != nil {
 				_ = k.Close()
@@ -444,17 +444,17 @@ func TestAcceptNewKeeperRefusesPeriodLongerThanAThird(t *testing.T) {
 		}
 		// Exactly a third (and less) is accepted.
 		for _, every := range []time.Duration{live / 3, live / 4, live / 10} {
-			k, err := lock.NewKeeper(tb, "g", "c1", every)
+			k, err := lock.NewKeeper(tb, "g", "c1", lock.KeeperOptions{Every: every})
 			require.NoError(t, err, "live %v every %v", live, every)
 			require.NoError(t, k.Close())
 		}
 	}
 	// Zero Options table: 60 s default, 20 s is the most.
 	tb := lock.New(lock.Options{})
-	k, err := lock.NewKeeper(tb, "g", "c1", 20*time.Second)
+	k, err := lock.NewKeeper(tb, "g", "c1", lock.KeeperOptions{Every: 20 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, k.Close())
-	_, err = lock.NewKeeper(tb, "g", "c1", 21*time.Second)
+	_, err = lock.NewKeeper(tb, "g", "c1", lock.KeeperOptions{Every: 21 * time.Second})
 	assert.ErrorIs(t, err, lock.ErrRenewTooSlow)
 }
 
@@ -469,12 +469,11 @@ func TestAcceptNewKeeperBadInput(t *testing.T) {
 		{"nil locker", nil, "g", "c", time.Second},
 		{"empty group", tb, "", "c", time.Second},
 		{"empty client", tb, "g", "", time.Second},
-		{"zero period", tb, "g", "c", 0},
 		{"negative period", tb, "g", "c", -time.Second},
 	} {
 		var k *lock.Keeper
 		var err error
-		require.NotPanics(t, func() { k, err = lock.NewKeeper(tc.l, tc.group, tc.client, tc.every) }, tc.name)
+		require.NotPanics(t, func() { k, err = lock.NewKeeper(tc.l, tc.group, tc.client, lock.KeeperOptions{Every: tc.every}) }, tc.name)
 		assert.Error(t, err, tc.name)
 		if tc.name == "empty group" || tc.name == "empty client" {
 			assert.ErrorIs(t, err, lock.ErrInvalid, tc.name)
@@ -489,7 +488,7 @@ func TestAcceptKeeperHoldLocksAtOnceAndReturnsThoseHeld(t *testing.T) {
 	tb, _ := accTable(t)
 	_, ok := tb.TryLock("g", qB, "other")
 	require.True(t, ok)
-	k, err := lock.NewKeeper(tb, "g", "me", time.Hour/1000)
+	k, err := lock.NewKeeper(tb, "g", "me", lock.KeeperOptions{Every: time.Hour / 1000})
 	require.NoError(t, err)
 	defer k.Close()
 
@@ -514,7 +513,7 @@ func TestAcceptKeeperRenewsEveryPeriod(t *testing.T) {
 	c := newAccClock()
 	live := 3 * time.Second
 	tb := lock.New(lock.Options{MaxLiveTime: live, Now: c.Now})
-	k, err := lock.NewKeeper(tb, "g", "me", 5*time.Millisecond) // real period, fake lease clock
+	k, err := lock.NewKeeper(tb, "g", "me", lock.KeeperOptions{Every: 5 * time.Millisecond}) // real period, fake lease clock
 	require.NoError(t, err)
 	defer k.Close()
 	require.Len(t, k.Hold(qA, qB), 2)
@@ -539,7 +538,7 @@ func TestAcceptKeeperRenewsEveryPeriod(t *testing.T) {
 func TestAcceptKeeperCloseUnlocksEverythingAtOnce(t *testing.T) {
 	tb, _ := accTable(t)
 	qs := []lock.Queue{qA, qB, qC, qD}
-	k, err := lock.NewKeeper(tb, "g", "A", time.Second)
+	k, err := lock.NewKeeper(tb, "g", "A", lock.KeeperOptions{Every: time.Second})
 	require.NoError(t, err)
 	require.Len(t, k.Hold(qs...), 4)
 
@@ -586,9 +585,9 @@ func TestAcceptKeeperWorksOverAnyLocker(t *testing.T) {
 	var _ lock.Locker = (*lock.Table)(nil)
 	tb, _ := accTable(t)
 	cl := &countingLocker{inner: tb}
-	_, err := lock.NewKeeper(cl, "g", "me", accLive/3+time.Millisecond)
+	_, err := lock.NewKeeper(cl, "g", "me", lock.KeeperOptions{Every: accLive/3 + time.Millisecond})
 	require.ErrorIs(t, err, lock.ErrRenewTooSlow, "the 1:3 rule reads the Locker's MaxLiveTime")
-	k, err := lock.NewKeeper(cl, "g", "me", accLive/3)
+	k, err := lock.NewKeeper(cl, "g", "me", lock.KeeperOptions{Every: accLive / 3})
 	require.NoError(t, err)
 	require.Len(t, k.Hold(qA, qB), 2)
 	require.NoError(t, k.Close())
@@ -598,7 +597,7 @@ func TestAcceptKeeperWorksOverAnyLocker(t *testing.T) {
 }
 
 func TestAcceptErrorsAreSentinels(t *testing.T) {
-	_, err := lock.NewKeeper(lock.New(lock.Options{}), "g", "c", time.Hour)
+	_, err := lock.NewKeeper(lock.New(lock.Options{}), "g", "c", lock.KeeperOptions{Every: time.Hour})
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, lock.ErrRenewTooSlow))
 	assert.NotEmpty(t, err.Error())
@@ -627,7 +626,7 @@ func TestAcceptTokenIncreasesAfterExpiredHolderUnlocks(t *testing.T) {
 
 func TestAcceptKeeperHoldLeavesBadQueuesOutAndReleaseOfUnheldIsHarmless(t *testing.T) {
 	tb, _ := accTable(t)
-	k, err := lock.NewKeeper(tb, "g", "me", time.Second)
+	k, err := lock.NewKeeper(tb, "g", "me", lock.KeeperOptions{Every: time.Second})
 	require.NoError(t, err)
 	defer k.Close()
 	neg := lock.Queue{Topic: "t", QueueID: -1}

@@ -73,7 +73,9 @@ func (t *Table) note(ev Event) {
 		t.logEvent(slog.LevelWarn, "lock: lease expired, taken over", ev)
 	case EventRefused:
 		t.st.refused.Inc()
-		t.logEvent(slog.LevelWarn, "lock: queue locked by other client", ev)
+		// The caller sees false, but contention is what field reports
+		// are solved from.
+		t.logEvent(slog.LevelInfo, "lock: queue locked by other client", ev)
 	case EventUnlocked:
 		t.st.unlocked.Inc()
 		t.logEvent(slog.LevelDebug, "lock: unlocked", ev)
@@ -87,16 +89,16 @@ func (t *Table) note(ev Event) {
 }
 
 func (t *Table) logEvent(level slog.Level, msg string, ev Event) {
-	if t.log == nil || !t.log.Enabled(context.Background(), level) {
+	if !t.log.Enabled(context.Background(), level) {
 		return
 	}
 	t.log.LogAttrs(context.Background(), level, msg,
 		slog.String("group", ev.Group),
 		slog.String("topic", ev.Queue.Topic),
 		slog.String("broker", ev.Queue.Broker),
-		slog.Int("queueId", ev.Queue.QueueID),
-		slog.String("oldClient", ev.OldClient),
-		slog.String("newClient", ev.Client),
+		slog.Int("queue", ev.Queue.QueueID),
+		slog.String("old_client", ev.OldClient),
+		slog.String("new_client", ev.Client),
 		slog.Uint64("token", ev.Token),
 	)
 }
@@ -104,15 +106,16 @@ func (t *Table) logEvent(level slog.Level, msg string, ev Event) {
 // reject counts and logs a request refused for bad input.
 func (t *Table) reject(op, group string, q Queue, clientID string, err error) {
 	t.st.invalid.Inc()
-	if t.log == nil || !t.log.Enabled(context.Background(), slog.LevelWarn) {
+	// The caller sees false (or ErrInvalid): DEBUG.
+	if !t.log.Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
-	t.log.LogAttrs(context.Background(), slog.LevelWarn, "lock: request rejected",
+	t.log.LogAttrs(context.Background(), slog.LevelDebug, "lock: request rejected",
 		slog.String("op", op),
 		slog.String("group", group),
 		slog.String("topic", q.Topic),
 		slog.String("broker", q.Broker),
-		slog.Int("queueId", q.QueueID),
+		slog.Int("queue", q.QueueID),
 		slog.String("client", clientID),
 		slog.String("err", err.Error()),
 	)

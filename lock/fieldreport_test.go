@@ -32,7 +32,7 @@ func fieldQueues() []Queue {
 func TestGracefulCloseHandsQueuesOverAtOnce(t *testing.T) {
 	c := newFakeClock()
 	tb := New(Options{Now: c.Now})
-	a, err := NewKeeper(tb, "cg", "10.238.18.6@29", every20)
+	a, err := NewKeeper(tb, "cg", "10.238.18.6@29", KeeperOptions{Every: every20})
 	require.NoError(t, err)
 	b := newKeeper(t, tb, "10.238.18.122@29")
 

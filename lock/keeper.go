@@ -3,15 +3,11 @@ package lock
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 )
-
-// RenewRatio is the 1:3 rule: a Keeper renews at least RenewRatio times per
-// MaxLiveTime, so two renewals can be late or lost before a live
-// consumer's lease expires. NewKeeper enforces it.
-const RenewRatio = 3
 
 // Locker is what a Keeper needs from a lock table. *Table satisfies it; so
 // can a host's client for a remote table.
@@ -33,6 +29,8 @@ type Keeper struct {
 	l             Locker
 	group, client string
 	every         time.Duration
+	onLost        func(lost []Queue) // set before the goroutine starts; never changed
+	log           *slog.Logger
 
 	// op serialises every Locker call with the change of held it implies,
 	// so a renewal can never re-lock a queue that Release or Close has
@@ -41,7 +39,6 @@ type Keeper struct {
 
 	mu     sync.Mutex // guards the fields below; never held across a Locker call
 	held   map[Queue]struct{}
-	onLost func(lost []Queue)
 	closed bool
 
 	stop      chan struct{}
@@ -50,25 +47,32 @@ type Keeper struct {
 }
 
 // NewKeeper returns a Keeper for clientID in group on l, renewing every
-// period and already running. It returns ErrInvalid for a nil l, an empty
-// group or client ID or a non-positive period, and ErrRenewTooSlow if every
-// exceeds l.MaxLiveTime()/RenewRatio.
-func NewKeeper(l Locker, group, clientID string, every time.Duration) (*Keeper, error) {
+// opts.Every (zero: l.MaxLiveTime()/RenewRatio) and already running; its
+// OnLost is in place before its goroutine starts. It returns ErrInvalid for
+// a nil l, an empty group or client ID or a negative period, and
+// ErrRenewTooSlow if the period exceeds l.MaxLiveTime()/RenewRatio.
+func NewKeeper(l Locker, group, clientID string, opts KeeperOptions) (*Keeper, error) {
 	if t, ok := l.(*Table); l == nil || (ok && t == nil) {
 		return nil, fmt.Errorf("lock: NewKeeper: nil Locker: %w", ErrInvalid)
 	}
 	if group == "" || clientID == "" {
 		return nil, fmt.Errorf("lock: NewKeeper: group %q, client %q: %w", group, clientID, ErrInvalid)
 	}
-	if every <= 0 {
-		return nil, fmt.Errorf("lock: NewKeeper: renewal period %v: %w", every, ErrInvalid)
+	if opts.Every < 0 {
+		return nil, fmt.Errorf("lock: NewKeeper: renewal period %v: %w", opts.Every, ErrInvalid)
 	}
-	if limit := l.MaxLiveTime() / RenewRatio; every > limit {
+	opts = opts.withDefaults(l.MaxLiveTime())
+	if opts.Every <= 0 {
+		return nil, fmt.Errorf("lock: NewKeeper: max live time %v gives no renewal period: %w",
+			l.MaxLiveTime(), ErrInvalid)
+	}
+	if limit := l.MaxLiveTime() / RenewRatio; opts.Every > limit {
 		return nil, fmt.Errorf("lock: NewKeeper: period %v > max live time %v / %d = %v: %w",
-			every, l.MaxLiveTime(), RenewRatio, limit, ErrRenewTooSlow)
+			opts.Every, l.MaxLiveTime(), RenewRatio, limit, ErrRenewTooSlow)
 	}
 	k := &Keeper{
-		l: l, group: group, client: clientID, every: every,
+		l: l, group: group, client: clientID, every: opts.Every,
+		onLost: opts.OnLost, log: opts.Logger,
 		held: make(map[Queue]struct{}),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
@@ -89,15 +93,6 @@ func (k *Keeper) loop() {
 			k.Renew()
 		}
 	}
-}
-
-// OnLost sets the function called with the queues a renewal (or Hold) found
-// taken by another client; the consumer must stop processing them. It runs
-// on the Keeper's goroutine and must not call Close.
-func (k *Keeper) OnLost(fn func(lost []Queue)) {
-	k.mu.Lock()
-	k.onLost = fn
-	k.mu.Unlock()
 }
 
 // Hold locks qs at once and keeps them renewed; it returns the queues of qs
@@ -125,17 +120,29 @@ func (k *Keeper) TryHold(qs ...Queue) ([]Queue, error) {
 	if len(qs) > 0 {
 		got = k.l.TryLockBatch(k.group, qs, k.client)
 	}
-	lost, fn := k.settle(qs, got)
+	lost := k.settle(qs, got)
 	k.op.Unlock()
-	if len(lost) > 0 && fn != nil {
-		fn(lost)
-	}
+	k.lost(lost)
 	return slices.Clone(got), nil
 }
 
+// lost logs and reports queues found taken by another client.
+func (k *Keeper) lost(qs []Queue) {
+	if len(qs) == 0 {
+		return
+	}
+	for _, q := range qs {
+		k.log.Warn("lock: keeper lost queue to another client", "group", k.group, "topic", q.Topic,
+			"broker", q.Broker, "queue", q.QueueID, "client", k.client)
+	}
+	if k.onLost != nil {
+		k.onLost(qs)
+	}
+}
+
 // settle records that of asked, exactly got are held: queues that were held
-// but were not granted are lost. It returns them with the OnLost callback.
-func (k *Keeper) settle(asked, got []Queue) ([]Queue, func([]Queue)) {
+// but were not granted are lost, and returned.
+func (k *Keeper) settle(asked, got []Queue) []Queue {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	granted := make(map[Queue]struct{}, len(got))
@@ -153,7 +160,7 @@ func (k *Keeper) settle(asked, got []Queue) ([]Queue, func([]Queue)) {
 			lost = append(lost, q)
 		}
 	}
-	return lost, k.onLost
+	return lost
 }
 
 // Renew renews every held queue now, as the Keeper's goroutine does every
@@ -171,11 +178,9 @@ func (k *Keeper) Renew() []Queue {
 		return nil
 	}
 	got := k.l.TryLockBatch(k.group, qs, k.client)
-	lost, fn := k.settle(qs, got)
+	lost := k.settle(qs, got)
 	k.op.Unlock()
-	if len(lost) > 0 && fn != nil {
-		fn(lost)
-	}
+	k.lost(lost)
 	return lost
 }
 

@@ -18,7 +18,7 @@ const every20 = DefaultMaxLiveTime / RenewRatio
 
 func newKeeper(t *testing.T, l Locker, client string) *Keeper {
 	t.Helper()
-	k, err := NewKeeper(l, "cg", client, every20)
+	k, err := NewKeeper(l, "cg", client, KeeperOptions{Every: every20})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = k.Close() })
 	return k
@@ -26,15 +26,15 @@ func newKeeper(t *testing.T, l Locker, client string) *Keeper {
 
 func TestNewKeeperRefusesPeriodLongerThanAThirdOfMaxLiveTime(t *testing.T) {
 	tb := New(Options{})
-	_, err := NewKeeper(tb, "cg", "a", every20+time.Nanosecond)
+	_, err := NewKeeper(tb, "cg", "a", KeeperOptions{Every: every20 + time.Nanosecond})
 	require.ErrorIs(t, err, ErrRenewTooSlow)
 	assert.Contains(t, err.Error(), "20s")
 
 	// The field report's tuning: 15 s leases, so 5 s is the slowest allowed.
 	short := New(Options{MaxLiveTime: 15 * time.Second})
-	_, err = NewKeeper(short, "cg", "a", 20*time.Second) // the old default period
+	_, err = NewKeeper(short, "cg", "a", KeeperOptions{Every: 20 * time.Second}) // the old default period
 	require.ErrorIs(t, err, ErrRenewTooSlow)
-	k, err := NewKeeper(short, "cg", "a", 5*time.Second)
+	k, err := NewKeeper(short, "cg", "a", KeeperOptions{Every: 5 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, k.Close())
 }
@@ -43,16 +43,44 @@ func TestNewKeeperRejectsInvalidInput(t *testing.T) {
 	tb := New(Options{})
 	var nilTable *Table
 	for name, f := range map[string]func() (*Keeper, error){
-		"nil locker":   func() (*Keeper, error) { return NewKeeper(nil, "cg", "a", time.Second) },
-		"nil table":    func() (*Keeper, error) { return NewKeeper(nilTable, "cg", "a", time.Second) },
-		"empty group":  func() (*Keeper, error) { return NewKeeper(tb, "", "a", time.Second) },
-		"empty client": func() (*Keeper, error) { return NewKeeper(tb, "cg", "", time.Second) },
-		"zero period":  func() (*Keeper, error) { return NewKeeper(tb, "cg", "a", 0) },
-		"neg period":   func() (*Keeper, error) { return NewKeeper(tb, "cg", "a", -time.Second) },
+		"nil locker":   func() (*Keeper, error) { return NewKeeper(nil, "cg", "a", KeeperOptions{Every: time.Second}) },
+		"nil table":    func() (*Keeper, error) { return NewKeeper(nilTable, "cg", "a", KeeperOptions{Every: time.Second}) },
+		"empty group":  func() (*Keeper, error) { return NewKeeper(tb, "", "a", KeeperOptions{Every: time.Second}) },
+		"empty client": func() (*Keeper, error) { return NewKeeper(tb, "cg", "", KeeperOptions{Every: time.Second}) },
+		"neg period":   func() (*Keeper, error) { return NewKeeper(tb, "cg", "a", KeeperOptions{Every: -time.Second}) },
 	} {
 		k, err := f()
 		assert.ErrorIs(t, err, ErrInvalid, name)
 		assert.Nil(t, k, name)
+	}
+}
+
+func TestZeroKeeperOptionsRenewAtTheSlowestPeriodTheRuleAllows(t *testing.T) {
+	k, err := NewKeeper(New(Options{MaxLiveTime: 30 * time.Second}), "cg", "a", KeeperOptions{})
+	require.NoError(t, err)
+	defer k.Close()
+	assert.Equal(t, 10*time.Second, k.every)
+}
+
+// OnLost is an option, in place before the Keeper's goroutine starts: a
+// renewal on that goroutine can never race with setting it (the old
+// OnLost method could).
+func TestKeeperOnLostIsSetBeforeItsGoroutineRenews(t *testing.T) {
+	c := newFakeClock()
+	tb := New(Options{Now: c.Now, MaxLiveTime: 30 * time.Millisecond})
+	lost := make(chan []Queue, 16)
+	a, err := NewKeeper(tb, "cg", "a", KeeperOptions{Every: 10 * time.Millisecond,
+		OnLost: func(qs []Queue) { lost <- qs }})
+	require.NoError(t, err)
+	defer a.Close()
+	require.Len(t, a.Hold(q(0)), 1)
+	c.Advance(time.Second) // expired under a
+	require.Len(t, tb.TryLockBatch("cg", []Queue{q(0)}, "b"), 1)
+	select { // the Keeper's own goroutine renews (real 10 ms ticks) and reports it
+	case qs := <-lost:
+		assert.Equal(t, []Queue{q(0)}, qs)
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnLost was never called by the keeper's goroutine")
 	}
 }
 
@@ -96,14 +124,15 @@ func TestKeeperSurvivesTwoMissedRenewals(t *testing.T) {
 func TestKeeperReportsQueueTakenWhileRenewalsStalled(t *testing.T) {
 	c := newFakeClock()
 	tb := New(Options{Now: c.Now})
-	a := newKeeper(t, tb, "a")
 	var mu sync.Mutex
 	var lost []Queue
-	a.OnLost(func(qs []Queue) {
+	a, err := NewKeeper(tb, "cg", "a", KeeperOptions{Every: every20, OnLost: func(qs []Queue) {
 		mu.Lock()
 		lost = append(lost, qs...)
 		mu.Unlock()
-	})
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close() })
 	require.Len(t, a.Hold(queues(3)...), 3)
 	c.Advance(DefaultMaxLiveTime) // a stalled (GC pause, partition): leases expired
 	require.Equal(t, []Queue{q(1)}, tb.TryLockBatch("cg", []Queue{q(1)}, "b"))
@@ -137,7 +166,7 @@ func TestKeeperReleaseHandsOverAtOnce(t *testing.T) {
 
 func TestKeeperCloseIsIdempotentAndRefusesLaterHolds(t *testing.T) {
 	tb := New(Options{Now: newFakeClock().Now})
-	k, err := NewKeeper(tb, "cg", "a", every20)
+	k, err := NewKeeper(tb, "cg", "a", KeeperOptions{Every: every20})
 	require.NoError(t, err)
 	k.Hold(q(0))
 	var wg sync.WaitGroup
@@ -172,7 +201,7 @@ func (c *countingLocker) MaxLiveTime() time.Duration          { return c.max }
 
 func TestKeeperGoroutineRenewsEveryPeriodAndStopsOnClose(t *testing.T) {
 	l := &countingLocker{max: 3 * time.Millisecond}
-	k, err := NewKeeper(l, "cg", "a", time.Millisecond)
+	k, err := NewKeeper(l, "cg", "a", KeeperOptions{Every: time.Millisecond})
 	require.NoError(t, err)
 	k.Hold(q(0))
 	require.Eventually(t, func() bool { return l.calls.Load() >= 4 }, 5*time.Second, time.Millisecond)
@@ -229,7 +258,7 @@ func TestKeeperReleaseDuringSlowRenewalNeverLeavesAQueueLocked(t *testing.T) {
 }
 
 func TestKeeperErrorsWrapSentinels(t *testing.T) {
-	_, err := NewKeeper(New(Options{}), "", "a", time.Second)
+	_, err := NewKeeper(New(Options{}), "", "a", KeeperOptions{Every: time.Second})
 	assert.True(t, errors.Is(err, ErrInvalid))
 	assert.Contains(t, err.Error(), "NewKeeper")
 }

@@ -200,7 +200,7 @@ func TestTableMatchesModelUnderAnyOperationSequence(t *testing.T) {
 						}
 					}
 				}
-				if e := tb.Stats().Entries; e != len(m.leases) {
+				if e := tb.Stats().Entries; e != uint64(len(m.leases)) {
 					rt.Fatalf("table has %d entries, model %d", e, len(m.leases))
 				}
 			},

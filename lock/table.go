@@ -11,10 +11,6 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 )
 
-// DefaultMaxLiveTime is the lease length used when Options.MaxLiveTime is
-// zero or negative.
-const DefaultMaxLiveTime = 60 * time.Second
-
 // Queue names one message queue: a topic's queue QueueID on a broker.
 type Queue struct {
 	Topic   string
@@ -36,37 +32,16 @@ type Lease struct {
 	Expires  time.Time
 }
 
-// Options configures a Table. The zero value is a working default.
-type Options struct {
-	// MaxLiveTime is how long a lease lives after it was last locked or
-	// renewed. Zero or negative means DefaultMaxLiveTime.
-	MaxLiveTime time.Duration
-	// Now is the clock read by every expiry decision. Nil means time.Now.
-	Now func() time.Time
-	// Logger receives contention, takeover, expiry and rejected requests
-	// with group, queue, old and new client. Nil discards.
-	Logger *slog.Logger
-	// OnEvent, if set, is called synchronously after every lease change
-	// or refusal, outside the table's locks. It must be fast. Events of
-	// concurrent calls may arrive out of order; Token orders handovers.
-	OnEvent func(Event)
-	// TokenBase makes every token issued greater than it. A host that
-	// restarts a table sets it to (at least) the last token the previous
-	// table issued, so tokens stay unique across restarts. Zero is fine
-	// for a table that lives as long as the process it fences.
-	TokenBase uint64
-}
-
 // Stats is a snapshot of a Table's counters since New.
 type Stats struct {
-	Entries   int    // leases in the table, live or expired awaiting Sweep
-	Locked    uint64 // free keys locked
-	Renewed   uint64 // renewals by the holder
-	TakenOver uint64 // expired leases replaced on lock
-	Refused   uint64 // lock requests refused by a live lease of another client
-	Unlocked  uint64 // live leases released by their holder
-	Expired   uint64 // expired leases dropped by Sweep
-	Invalid   uint64 // requests rejected for bad input
+	Entries   uint64 `json:"entries"`    // leases in the table, live or expired awaiting Sweep
+	Locked    uint64 `json:"locked"`     // free keys locked
+	Renewed   uint64 `json:"renewed"`    // renewals by the holder
+	TakenOver uint64 `json:"taken_over"` // expired leases replaced on lock
+	Refused   uint64 `json:"refused"`    // lock requests refused by a live lease of another client
+	Unlocked  uint64 `json:"unlocked"`   // live leases released by their holder
+	Expired   uint64 `json:"expired"`    // expired leases dropped by Sweep
+	Invalid   uint64 `json:"invalid"`    // requests rejected for bad input
 }
 
 // key identifies a lease. Groups are independent namespaces.
@@ -104,12 +79,14 @@ type Table struct {
 	// seq issues fencing tokens. It is table-wide and only grows, so a
 	// token is never reused for a key even after Unlock or Sweep removed
 	// the key's entry.
-	seq atomic.Uint64
-	st  counters
+	seq    atomic.Uint64
+	st     counters
+	closed atomic.Bool
 }
 
 // New returns an empty Table configured by opts.
 func New(opts Options) *Table {
+	opts = opts.withDefaults()
 	t := &Table{
 		leases:  xsync.NewMapOfWithHasher[key, Lease](hashKey),
 		maxLive: opts.MaxLiveTime,
@@ -124,12 +101,6 @@ func New(opts Options) *Table {
 		},
 	}
 	t.seq.Store(opts.TokenBase)
-	if t.maxLive <= 0 {
-		t.maxLive = DefaultMaxLiveTime
-	}
-	if t.now == nil {
-		t.now = time.Now
-	}
 	return t
 }
 
@@ -158,30 +129,36 @@ func live(l Lease, now time.Time) bool { return now.Before(l.Expires) }
 // TryLock locks (group, q) for clientID, or renews the lease if clientID
 // holds it. It returns the lease now held and true, or false if another
 // client holds a live lease or the input is invalid.
+//
+// The clock is read inside the key's critical step, so a caller stalled
+// anywhere before it cannot decide on a time that other callers have
+// already moved past (and return a lease that expired before it was made).
 func (t *Table) TryLock(group string, q Queue, clientID string) (Lease, bool) {
 	if err := validate(group, q, clientID); err != nil {
 		t.reject("TryLock", group, q, clientID, err)
 		return Lease{}, false
 	}
-	return t.tryLock(key{group, q}, clientID, t.now())
+	return t.tryLock(key{group, q}, clientID)
 }
 
-func (t *Table) tryLock(k key, clientID string, now time.Time) (Lease, bool) {
-	// Contention is answered from a lock-free read: a live lease of
-	// another client cannot turn into ours without its holder or time
-	// acting, and refusing on a slightly stale view is always safe.
-	if cur, ok := t.leases.Load(k); ok && cur.ClientID != clientID && live(cur, now) {
-		t.note(Event{Kind: EventRefused, Group: k.group, Queue: k.q, Client: clientID,
-			OldClient: cur.ClientID, Token: cur.Token, At: now})
+func (t *Table) tryLock(k key, clientID string) (Lease, bool) {
+	if t.refuseClosed("TryLock", k, clientID) {
 		return Lease{}, false
 	}
+	// Every decision, a refusal too, is made in the key's critical step
+	// with the clock read there. A lock-free refusal (read the lease, then
+	// the clock) could answer from the state before a concurrent
+	// TryLock or Unlock whose clock reading precedes it — an answer no
+	// instant of the history gives.
 	var (
 		kind EventKind
 		prev Lease
+		now  time.Time
 	)
-	expires := now.Add(t.maxLive)
 	got, _ := t.leases.Compute(k, func(old Lease, loaded bool) (Lease, bool) {
+		now = t.now() // inside the critical step: see TryLock
 		prev = old
+		expires := now.Add(t.maxLive)
 		switch {
 		case loaded && live(old, now) && old.ClientID == clientID:
 			kind = EventRenewed
@@ -208,8 +185,8 @@ func (t *Table) tryLock(k key, clientID string, now time.Time) (Lease, bool) {
 	return got, true
 }
 
-// TryLockBatch tries to lock every queue of qs in group for clientID, as
-// TryLock does, all at one instant. It returns exactly the queues clientID
+// TryLockBatch tries to lock every queue of qs in group for clientID, one
+// after another as TryLock does. It returns exactly the queues clientID
 // now holds among qs, in input order, each once, in a new slice the caller
 // owns. Invalid queues are logged and left out.
 func (t *Table) TryLockBatch(group string, qs []Queue, clientID string) []Queue {
@@ -223,7 +200,6 @@ func (t *Table) TryLockBatch(group string, qs []Queue, clientID string) []Queue 
 		}
 		return []Queue{}
 	}
-	now := t.now()
 	held := make([]Queue, 0, len(qs))
 	var seen map[Queue]struct{}
 	if len(qs) > 64 {
@@ -237,7 +213,7 @@ func (t *Table) TryLockBatch(group string, qs []Queue, clientID string) []Queue 
 		if contains(held, seen, q) {
 			continue
 		}
-		if _, ok := t.tryLock(key{group, q}, clientID, now); ok {
+		if _, ok := t.tryLock(key{group, q}, clientID); ok {
 			held = append(held, q)
 			if seen != nil {
 				seen[q] = struct{}{}
@@ -262,32 +238,59 @@ func contains(held []Queue, seen map[Queue]struct{}, q Queue) bool {
 
 // Unlock releases clientID's live lease on (group, q) so another client can
 // lock it at once. It returns false and changes nothing if clientID does not
-// hold a live lease there (another client's lease is never touched).
+// hold a live lease there (another client's lease is never touched). It
+// releases whatever lease clientID holds when it runs: an Unlock meant for
+// an older lease, delayed past that lease's expiry and the same client's
+// next TryLock, releases the newer one. UnlockLease releases exactly one
+// lease.
 func (t *Table) Unlock(group string, q Queue, clientID string) bool {
 	if err := validate(group, q, clientID); err != nil {
 		t.reject("Unlock", group, q, clientID, err)
 		return false
 	}
-	return t.unlock(key{group, q}, clientID, t.now())
+	return t.unlock(key{group, q}, clientID, 0)
 }
 
-func (t *Table) unlock(k key, clientID string, now time.Time) bool {
-	cur, ok := t.leases.Load(k)
-	if !ok || cur.ClientID != clientID || !live(cur, now) {
-		t.logNotHolder(k, clientID, cur, ok)
+// UnlockLease releases the lease l on (group, q) — the same client and the
+// same token — if it is still live, and returns whether it did. A newer
+// lease of the same client (after l expired and was taken again) is left
+// alone.
+func (t *Table) UnlockLease(group string, q Queue, l Lease) bool {
+	if err := validate(group, q, l.ClientID); err != nil {
+		t.reject("UnlockLease", group, q, l.ClientID, err)
 		return false
 	}
-	var freed Lease
-	var done bool
+	if l.Token == 0 {
+		t.reject("UnlockLease", group, q, l.ClientID, fmt.Errorf("zero token: %w", ErrInvalid))
+		return false
+	}
+	return t.unlock(key{group, q}, l.ClientID, l.Token)
+}
+
+// unlock frees clientID's live lease on k (only the one with token, unless
+// token is 0), deciding in the key's critical step with the clock read
+// there.
+func (t *Table) unlock(k key, clientID string, token uint64) bool {
+	if t.refuseClosed("Unlock", k, clientID) {
+		return false
+	}
+	var (
+		freed, cur Lease
+		found      bool
+		done       bool
+		now        time.Time
+	)
 	t.leases.Compute(k, func(old Lease, loaded bool) (Lease, bool) {
-		if loaded && old.ClientID == clientID && live(old, now) {
+		now = t.now()
+		cur, found = old, loaded
+		if loaded && old.ClientID == clientID && (token == 0 || old.Token == token) && live(old, now) {
 			freed, done = old, true
 			return old, true
 		}
 		return old, !loaded // keep what is there; insert nothing
 	})
 	if !done {
-		t.logNotHolder(k, clientID, Lease{}, false)
+		t.logNotHolder(k, clientID, cur, found)
 		return false
 	}
 	t.note(Event{Kind: EventUnlocked, Group: k.group, Queue: k.q, Client: clientID,
@@ -296,18 +299,19 @@ func (t *Table) unlock(k key, clientID string, now time.Time) bool {
 }
 
 func (t *Table) logNotHolder(k key, clientID string, cur Lease, ok bool) {
-	if t.log == nil || !t.log.Enabled(context.Background(), slog.LevelInfo) {
+	// The caller sees false: DEBUG.
+	if !t.log.Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
 	holder := ""
 	if ok {
 		holder = cur.ClientID
 	}
-	t.log.LogAttrs(context.Background(), slog.LevelInfo, "lock: unlock by non-holder ignored",
+	t.log.LogAttrs(context.Background(), slog.LevelDebug, "lock: unlock without a live lease ignored",
 		slog.String("group", k.group),
 		slog.String("topic", k.q.Topic),
 		slog.String("broker", k.q.Broker),
-		slog.Int("queueId", k.q.QueueID),
+		slog.Int("queue", k.q.QueueID),
 		slog.String("client", clientID),
 		slog.String("holder", holder),
 	)
@@ -316,13 +320,12 @@ func (t *Table) logNotHolder(k key, clientID string, cur Lease, ok bool) {
 // UnlockBatch unlocks every queue of qs that clientID holds in group, as
 // Unlock does.
 func (t *Table) UnlockBatch(group string, qs []Queue, clientID string) {
-	now := t.now()
 	for _, q := range qs {
 		if err := validate(group, q, clientID); err != nil {
 			t.reject("UnlockBatch", group, q, clientID, err)
 			continue
 		}
-		t.unlock(key{group, q}, clientID, now)
+		t.unlock(key{group, q}, clientID, 0)
 	}
 }
 
@@ -334,10 +337,9 @@ func (t *Table) UnlockAll(clientID string) int {
 		t.reject("UnlockAll", "", Queue{}, clientID, fmt.Errorf("empty client ID: %w", ErrInvalid))
 		return 0
 	}
-	now := t.now()
 	n := 0
 	t.leases.Range(func(k key, l Lease) bool {
-		if l.ClientID == clientID && live(l, now) && t.unlock(k, clientID, now) {
+		if l.ClientID == clientID && t.unlock(k, clientID, 0) {
 			n++
 		}
 		return true
@@ -351,8 +353,18 @@ func (t *Table) Holder(group string, q Queue) (Lease, bool) {
 		t.reject("Holder", group, q, "", err)
 		return Lease{}, false
 	}
-	l, ok := t.leases.Load(key{group, q})
-	if !ok || !live(l, t.now()) {
+	// A lock-free answer needs the clock read after the lease for "live"
+	// and before it for "expired"; reading it in the key's critical step
+	// answers both.
+	var (
+		l  Lease
+		ok bool
+	)
+	t.leases.Compute(key{group, q}, func(old Lease, loaded bool) (Lease, bool) {
+		l, ok = old, loaded && live(old, t.now())
+		return old, !loaded
+	})
+	if !ok {
 		return Lease{}, false
 	}
 	return l, true
@@ -362,15 +374,21 @@ func (t *Table) Holder(group string, q Queue) (Lease, bool) {
 // leases are already free for TryLock; Sweep only reclaims memory and
 // reports the expiries. Tokens stay unique across Sweep.
 func (t *Table) Sweep() int {
-	now := t.now()
+	if t.closed.Load() {
+		return 0
+	}
 	n := 0
 	t.leases.Range(func(k key, l Lease) bool {
-		if live(l, now) {
+		if live(l, t.now()) { // read after the lease: it was live when read
 			return true
 		}
-		var gone Lease
-		var done bool
+		var (
+			gone Lease
+			done bool
+			now  time.Time
+		)
 		t.leases.Compute(k, func(old Lease, loaded bool) (Lease, bool) {
+			now = t.now()
 			if loaded && !live(old, now) {
 				gone, done = old, true
 				return old, true
@@ -387,10 +405,30 @@ func (t *Table) Sweep() int {
 	return n
 }
 
+// Close ends the table: every later TryLock, TryLockBatch, Unlock,
+// UnlockLease, UnlockBatch and UnlockAll is refused (false, nothing held,
+// 0) and Sweep drops nothing, while Holder and Stats keep answering from
+// memory. A Keeper on a closed table loses its queues at its next renewal.
+// Calls running concurrently with Close may still land. It is idempotent
+// and returns nil; the Table owns no goroutine or file.
+func (t *Table) Close() error {
+	t.closed.Store(true)
+	return nil
+}
+
+func (t *Table) refuseClosed(op string, k key, clientID string) bool {
+	if !t.closed.Load() {
+		return false
+	}
+	t.log.Debug("lock: rejected "+op+" on closed table", "group", k.group, "topic", k.q.Topic,
+		"broker", k.q.Broker, "queue", k.q.QueueID, "client", clientID)
+	return true
+}
+
 // Stats returns a snapshot of the table's counters.
 func (t *Table) Stats() Stats {
 	return Stats{
-		Entries:   t.leases.Size(),
+		Entries:   uint64(t.leases.Size()),
 		Locked:    uint64(t.st.locked.Value()),
 		Renewed:   uint64(t.st.renewed.Value()),
 		TakenOver: uint64(t.st.takenOver.Value()),

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"sync"
@@ -147,7 +148,8 @@ func TestUnlockHandsOverAtOnce(t *testing.T) {
 func TestInvalidInputIsRefusedLoggedAndChangesNothing(t *testing.T) {
 	c := newFakeClock()
 	var buf bytes.Buffer
-	tb := New(Options{Now: c.Now, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	// Rejections are answered to the caller, so they are logged at DEBUG.
+	tb := New(Options{Now: c.Now, Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	_, ok := tb.TryLock("", q(0), "a")
 	assert.False(t, ok)
 	_, ok = tb.TryLock("g", q(0), "")
@@ -163,12 +165,12 @@ func TestInvalidInputIsRefusedLoggedAndChangesNothing(t *testing.T) {
 	assert.False(t, ok)
 
 	st := tb.Stats()
-	assert.Equal(t, 1, st.Entries, "only the valid queue was locked")
+	assert.Equal(t, uint64(1), st.Entries, "only the valid queue was locked")
 	assert.Equal(t, uint64(1), st.Locked)
 	assert.Equal(t, uint64(13), st.Invalid)
 	out := buf.String()
 	assert.Equal(t, 13, strings.Count(out, "request rejected"), out)
-	assert.Contains(t, out, "queueId=-3")
+	assert.Contains(t, out, "queue=-3")
 	assert.Contains(t, out, "op=TryLockBatch")
 }
 
@@ -241,7 +243,7 @@ func TestSweepDropsOnlyExpiredLeases(t *testing.T) {
 	assert.Zero(t, tb.Sweep())
 	c.Advance(5 * time.Second)
 	assert.Equal(t, 1, tb.Sweep())
-	assert.Equal(t, 1, tb.Stats().Entries)
+	assert.Equal(t, uint64(1), tb.Stats().Entries)
 	_, ok := tb.Holder("g", q(1))
 	assert.True(t, ok)
 	last := evs[len(evs)-1]
@@ -301,9 +303,63 @@ func TestContentionAndTakeoverLoggedWithGroupQueueOldAndNewClient(t *testing.T) 
 	require.Len(t, lines, 2, buf.String())
 	for i, want := range []string{"locked by other client", "lease expired, taken over"} {
 		assert.Contains(t, lines[i], want)
-		for _, attr := range []string{"group=cg", "topic=orders", "broker=broker-2", "queueId=5",
-			"oldClient=10.238.18.6@29", "newClient=10.238.18.122@29"} {
+		for _, attr := range []string{"group=cg", "topic=orders", "broker=broker-2", "queue=5",
+			"old_client=10.238.18.6@29", "new_client=10.238.18.122@29"} {
 			assert.Contains(t, lines[i], attr)
 		}
 	}
+}
+
+// Unlock releases whatever lease the client holds when it runs; UnlockLease
+// releases only the lease it names, so an unlock meant for a lease that
+// expired and was taken again by the same client leaves the new one alone.
+func TestUnlockLeaseLeavesTheSameClientsNewerLeaseAlone(t *testing.T) {
+	c := newFakeClock()
+	tb := New(Options{Now: c.Now})
+	old, ok := tb.TryLock("g", q(0), "a")
+	require.True(t, ok)
+	c.Advance(DefaultMaxLiveTime) // old expired
+	cur, ok := tb.TryLock("g", q(0), "a")
+	require.True(t, ok)
+	require.Greater(t, cur.Token, old.Token)
+
+	assert.False(t, tb.UnlockLease("g", q(0), old), "the old lease is gone")
+	h, ok := tb.Holder("g", q(0))
+	require.True(t, ok)
+	assert.Equal(t, cur.Token, h.Token)
+	assert.False(t, tb.UnlockLease("g", q(0), Lease{ClientID: "b", Token: cur.Token}), "another client's lease")
+	assert.False(t, tb.UnlockLease("g", q(0), Lease{ClientID: "a"}), "no token is bad input")
+	assert.True(t, tb.UnlockLease("g", q(0), cur))
+	_, ok = tb.Holder("g", q(0))
+	assert.False(t, ok)
+}
+
+func TestStatsEncodeWithSnakeCaseKeys(t *testing.T) {
+	tb := New(Options{})
+	tb.TryLock("g", q(0), "a")
+	b, err := json.Marshal(tb.Stats())
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"entries":1,"locked":1,"renewed":0,"taken_over":0,"refused":0,"unlocked":0,"expired":0,"invalid":0}`, string(b))
+}
+
+func TestCloseRefusesEveryChangeAndKeepsReads(t *testing.T) {
+	c := newFakeClock()
+	tb := New(Options{Now: c.Now})
+	l, ok := tb.TryLock("g", q(0), "a")
+	require.True(t, ok)
+	require.NoError(t, tb.Close())
+	require.NoError(t, tb.Close(), "idempotent")
+
+	_, ok = tb.TryLock("g", q(1), "a")
+	assert.False(t, ok)
+	_, ok = tb.TryLock("g", q(0), "a")
+	assert.False(t, ok, "not even a renewal")
+	assert.Empty(t, tb.TryLockBatch("g", []Queue{q(2)}, "a"))
+	assert.False(t, tb.Unlock("g", q(0), "a"))
+	assert.False(t, tb.UnlockLease("g", q(0), l))
+	assert.Zero(t, tb.UnlockAll("a"))
+	c.Advance(DefaultMaxLiveTime)
+	assert.Zero(t, tb.Sweep())
+	assert.Equal(t, uint64(1), tb.Stats().Entries)
+	assert.Equal(t, uint64(1), tb.Stats().Locked)
 }

@@ -8,9 +8,20 @@
 // offset to consume) and an epoch. Reset sets the offset and bumps the epoch;
 // from then on CommitFenced with any other epoch returns ErrStaleEpoch and
 // changes nothing, so a consumer (or pop service) that has not seen the reset
-// cannot write its old progress back over it. Plain Commit does not fence; it
-// is for hosts that do not use epochs. A commit that moves an offset
-// backwards without a reset is accepted, counted and logged.
+// cannot write its old progress back over it. Plain Commit is for hosts that
+// do not use epochs, and it never loses to one that does: on a key whose
+// epoch a fenced committer has read (Epoch, Position) or used
+// (CommitFenced) — a queue a pop service serves — Commit is applied as a
+// reset (epoch bumped, file written before it returns), so the fenced
+// committer's older progress is refused instead of being written back over
+// the commit, and it restarts at the committed offset. Elsewhere a plain
+// commit is one atomic swap; one that moves an offset backwards is accepted,
+// counted and logged.
+//
+// With Options.Bounds (brokercore.Open sets it to the store), Commit,
+// CommitFenced and Reset refuse an offset past the queue's end (its
+// MaxOffset) alike, with an *EndError wrapping ErrBeyondEnd, and change
+// nothing.
 //
 // Epochs of a key strictly increase and are never reused: a reset is written
 // to the file before Reset returns (a failed write fails the Reset and
@@ -25,23 +36,25 @@
 // never negative. Stats returns plain counters.
 //
 // Commits are lock-free apart from per-key state: the table is an
-// xsync.MapOf keyed by a comparable struct, a plain commit is one atomic
-// swap and a fenced commit holds only its key's mutex.
+// xsync.MapOf keyed by a comparable struct, a plain commit on an unserved
+// key is one atomic swap and a fenced commit holds only its key's mutex.
 //
 // # Persistence
 //
 // With Options.Path the whole table is written as one file: on Flush, on
 // Close, every Options.FlushEvery (default DefaultFlushEvery, 5 s; a
 // negative value, FlushEveryCommit, writes on every commit instead), and on
-// every Reset and Clone. The file is versioned and checksummed (CRC-32C) and
-// replaced atomically: write Path.tmp, fsync, keep the current file as
-// Path.bak, rename Path.tmp over Path, fsync the directory. Open fails with
+// every Reset and Clone. The file is versioned and checksummed (CRC-32C,
+// internal/crc) and replaced atomically: keep the current file as Path.bak,
+// then (internal/fsx.WriteFile) write Path.tmp, fsync, rename it over Path,
+// fsync the directory. A failed write leaves Path as it was. Open fails with
 // ErrCorrupt for a torn, truncated, extended or corrupt file, and never
 // silently starts from zero; Options.FallbackToBackup lets it load the
 // backup instead (logged; what the last write added is lost, and every epoch
 // is moved above any epoch that can have been handed out, so even a reset
-// lost with the corrupt file cannot be overwritten by a fenced commit). A crash loses at most the commits since
-// the last write: a consumer then re-consumes them (at-least-once).
+// lost with the corrupt file cannot be overwritten by a fenced commit). A
+// crash loses at most the commits since the last write: a consumer then
+// re-consumes them (at-least-once).
 // One Manager per file: two processes sharing a Path are not supported.
 //
 // # Consumer side: QueueTable and ProcessQueue

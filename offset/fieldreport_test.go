@@ -286,7 +286,7 @@ func TestRepeatedResetsLeaveNoOrphanPullRequests(t *testing.T) {
 	assert.Empty(t, rep.commitMismatch, "committed = last reset + what the live queue consumed")
 	st := table.Stats()
 	assert.Equal(t, uint64(frResets), st.Dropped)
-	assert.LessOrEqual(t, st.BufferedMessages, frQueueCount*frMaxBuffer)
+	assert.LessOrEqual(t, st.BufferedMessages, uint64(frQueueCount*frMaxBuffer))
 }
 
 // TestResetStormScenarioCatchesATableThatRemovesWithoutDropping runs the same

@@ -4,12 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
+
+	"github.com/brokercore/brokercore/internal/crc"
+	"github.com/brokercore/brokercore/internal/fsx"
 )
 
 // The offset file, version 1 (all integers little endian):
@@ -35,8 +35,6 @@ const (
 	fileHeaderLen = 8 + 2 + 2 + 8
 	fileTrailer   = 4
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // record is one (group, topic, queue) entry as stored in the file.
 type record struct {
@@ -67,7 +65,7 @@ func encodeFile(buf []byte, s snapshot) []byte {
 		buf = appendRecord(buf, r)
 	}
 	binary.LittleEndian.PutUint64(buf[lenAt:], uint64(len(buf)-start))
-	return binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+	return binary.LittleEndian.AppendUint32(buf, crc.Checksum(buf))
 }
 
 func appendRecord(buf []byte, r record) []byte {
@@ -103,7 +101,7 @@ func decodeFile(data []byte) (snapshot, error) {
 		return s, fmt.Errorf("%w: header says %d payload bytes, file has %d (torn or extended file)", ErrCorrupt, plen, body)
 	}
 	end := len(data) - fileTrailer
-	if got, want := crc32.Checksum(data[:end], castagnoli), binary.LittleEndian.Uint32(data[end:]); got != want {
+	if got, want := crc.Checksum(data[:end]), binary.LittleEndian.Uint32(data[end:]); got != want {
 		return s, fmt.Errorf("%w: checksum %08x, want %08x", ErrCorrupt, got, want)
 	}
 	d := decoder{b: data[fileHeaderLen:end]}
@@ -191,96 +189,51 @@ func (d *decoder) str() string {
 	return s
 }
 
-// writeFileAtomic replaces path with data so that a crash at any point leaves
-// either the old or the new file under path, never a mix: write path.tmp,
-// fsync it, keep the current file as path.bak (when keepBackup), rename the
-// temp file over path, fsync the directory.
-func writeFileAtomic(path string, data []byte, keepBackup bool) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return werr
-	}
+// writeFileAtomic replaces path with data so that a crash at any point
+// leaves either the old or the new file under path, never a mix: first the
+// current file is kept as path.bak (when keepBackup), then fsx.WriteFile
+// writes path.tmp, fsyncs it, renames it over path and fsyncs the directory.
+// A write that fails after the backup leaves path.bak equal to path, still
+// "the previous good file".
+func writeFileAtomic(fsys fsx.FS, path string, data []byte, keepBackup bool) error {
 	if keepBackup {
-		if err := backup(path); err != nil {
-			os.Remove(tmp)
+		if err := backup(fsys, path); err != nil {
 			return fmt.Errorf("keep backup: %w", err)
 		}
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	return fsx.WriteFile(fsys, path, data, 0o644)
 }
 
 // backup makes path.bak a copy of path (if path exists) without ever leaving
-// path missing: a hard link where the file system allows it, else a copy.
-// Either way the new backup appears under its name by an atomic rename.
-func backup(path string) error {
-	bak, bakTmp := path+".bak", path+".bak.tmp"
-	os.Remove(bakTmp)
-	if err := os.Link(path, bakTmp); err != nil {
+// path missing: on the real file system a hard link renamed into place,
+// otherwise (or where links fail) an atomic copy.
+func backup(fsys fsx.FS, path string) error {
+	bak := path + ".bak"
+	if fsys == fsx.OS {
+		bakTmp := bak + ".tmp"
+		_ = os.Remove(bakTmp)
+		err := os.Link(path, bakTmp)
+		if err == nil {
+			return os.Rename(bakTmp, bak)
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // first write: nothing to keep
 		}
-		if err := copyFile(path, bakTmp); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
 	}
-	return os.Rename(bakTmp, bak)
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
+	data, err := fsys.ReadFile(path)
+	if fsx.IsNotExist(err) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return fsx.WriteFile(fsys, bak, data, 0o644)
 }
 
 // readSnapshot loads and decodes one file. A missing file is reported with
 // fs.ErrNotExist unwrapped so the caller can tell "first run" from "corrupt".
-func readSnapshot(path string) (snapshot, error) {
-	data, err := os.ReadFile(path)
+func readSnapshot(fsys fsx.FS, path string) (snapshot, error) {
+	data, err := fsx.ReadFile(fsys, path)
 	if err != nil {
 		return snapshot{}, err
 	}

@@ -3,13 +3,15 @@ package offset
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/brokercore/brokercore/internal/crc"
+	"github.com/brokercore/brokercore/internal/fsx"
 )
 
 // writeSample opens a file-backed manager, commits and resets a few keys,
@@ -92,7 +94,7 @@ func TestCorruptFileLoadsBackupOnlyWhenAskedAndFencesEveryEpoch(t *testing.T) {
 	require.NoError(t, m2.Close())
 
 	// The first write after a fallback must not make the corrupt file the backup.
-	bak, err := readSnapshot(path + ".bak")
+	bak, err := readSnapshot(fsx.OS, path+".bak")
 	require.NoError(t, err)
 	require.Len(t, bak.records, 1)
 	m3 := openT(t, Options{Path: path})
@@ -184,7 +186,7 @@ func FuzzDecodePayload(f *testing.F) {
 		data = binary.LittleEndian.AppendUint16(data, 0)
 		data = binary.LittleEndian.AppendUint64(data, uint64(len(payload)))
 		data = append(data, payload...)
-		data = binary.LittleEndian.AppendUint32(data, crc32.Checksum(data, castagnoli))
+		data = binary.LittleEndian.AppendUint32(data, crc.Checksum(data))
 		s, err := decodeFile(data)
 		if err != nil {
 			return

@@ -2,10 +2,10 @@ package offset
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/brokercore/brokercore/internal/fsx"
 )
 
 // key identifies one committed offset.
@@ -32,7 +34,10 @@ type entry struct {
 	commits, fenced, backwards atomic.Uint64
 	mu                         sync.Mutex
 	dead                       atomic.Bool // removed from the map; writers retry on a fresh entry
-	_                          [12]byte    // 64 bytes: one entry, one cache line
+	// claimed: a fenced committer has learnt this key's epoch (Epoch,
+	// Position, CommitFenced), so a plain Commit must fence it out.
+	claimed atomic.Bool
+	_       [8]byte // 64 bytes: one entry, one cache line
 }
 
 var keySeed = maphash.MakeSeed()
@@ -45,6 +50,14 @@ func hashKey(k key, seed uint64) uint64 {
 	h ^= maphash.String(keySeed, k.topic)
 	h = (h ^ uint64(k.queue)) * 0xBF58476D1CE4E5B9
 	return h ^ h>>31
+}
+
+// newClaimedEntry is the entry a fenced commit creates: at epoch 0 and
+// claimed from the start.
+func newClaimedEntry(offset int64) *entry {
+	e := newEntry(offset, 0)
+	e.claimed.Store(true)
+	return e
 }
 
 func newEntry(offset int64, epoch uint64) *entry {
@@ -64,9 +77,14 @@ type Manager struct {
 	log       *slog.Logger
 
 	entries *xsync.MapOf[key, *entry]
-	floor   atomic.Uint64 // highest epoch of any removed entry: epochs of a re-created key start above it
-	dirty   atomic.Bool
-	closed  atomic.Bool
+	// claims holds the keys without an entry whose epoch (0) a fenced
+	// committer has read: a pop serving a queue nobody committed yet.
+	claims *xsync.MapOf[key, struct{}]
+	bounds Bounds
+	fs     fsx.FS
+	floor  atomic.Uint64 // highest epoch of any removed entry: epochs of a re-created key start above it
+	dirty  atomic.Bool
+	closed atomic.Bool
 
 	// persistMu serializes writing the file and every epoch change (Reset,
 	// Clone), so a reset's new epoch is on disk before anyone can see it.
@@ -85,25 +103,39 @@ type managerCounters struct {
 	stale, invalid                             *xsync.Counter
 	retiredCommits, retiredFenced, retiredBack atomic.Uint64 // counts of removed entries
 	resets, removes, flushes, flushErrors      atomic.Uint64
+	fencing, beyondEnd                         atomic.Uint64
 	lastFlush                                  atomic.Int64 // Unix nanoseconds
 	lastFlushDur, lastFlushBytes               atomic.Int64
 }
 
-// Stats is a snapshot of a Manager's counters.
+// Stats is a snapshot of a Manager's counters. Encoded as JSON, durations
+// are strings ("1.5ms").
 type Stats struct {
-	Keys               int           // (group, topic, queue) entries held
-	Commits            uint64        // accepted Commit and CommitFenced calls
-	FencedCommits      uint64        // accepted CommitFenced calls
-	StaleEpochRejected uint64        // CommitFenced calls refused with ErrStaleEpoch
-	InvalidRejected    uint64        // calls refused with ErrInvalid
-	BackwardCommits    uint64        // accepted commits that moved an offset backwards without a reset
-	Resets             uint64        // keys reset (Reset, ResetToTime, each key of a Clone)
-	Removes            uint64        // keys removed
-	Flushes            uint64        // files written
-	FlushErrors        uint64        // failed file writes
-	LastFlush          time.Time     // Options.Now at the last successful write
-	LastFlushDuration  time.Duration // how long that write took
-	LastFlushBytes     int64         // its size
+	Keys               uint64        `json:"keys"`                 // (group, topic, queue) entries held
+	Commits            uint64        `json:"commits"`              // accepted Commit and CommitFenced calls
+	FencedCommits      uint64        `json:"fenced_commits"`       // accepted CommitFenced calls
+	FencingCommits     uint64        `json:"fencing_commits"`      // Commit calls applied as a reset because a fenced committer served the key
+	StaleEpochRejected uint64        `json:"stale_epoch_rejected"` // CommitFenced calls refused with ErrStaleEpoch
+	InvalidRejected    uint64        `json:"invalid_rejected"`     // calls refused with ErrInvalid
+	BeyondEndRejected  uint64        `json:"beyond_end_rejected"`  // calls refused with ErrBeyondEnd
+	BackwardCommits    uint64        `json:"backward_commits"`     // accepted commits that moved an offset backwards without a reset
+	Resets             uint64        `json:"resets"`               // keys reset (Reset, ResetToTime, each key of a Clone, fencing commits)
+	Removes            uint64        `json:"removes"`              // keys removed
+	Flushes            uint64        `json:"flushes"`              // files written
+	FlushErrors        uint64        `json:"flush_errors"`         // failed file writes
+	LastFlush          time.Time     `json:"last_flush"`           // Options.Now at the last successful write
+	LastFlushDuration  time.Duration `json:"-"`                    // how long that write took
+	LastFlushBytes     uint64        `json:"last_flush_bytes"`     // its size
+}
+
+// MarshalJSON encodes s with snake_case keys and LastFlushDuration as a
+// duration string under "last_flush_duration".
+func (s Stats) MarshalJSON() ([]byte, error) {
+	type plain Stats
+	return json.Marshal(struct {
+		plain
+		LastFlushDuration string `json:"last_flush_duration"`
+	}{plain(s), s.LastFlushDuration.String()})
 }
 
 // Open creates a Manager. With a Path it loads the file there (a missing file
@@ -111,33 +143,34 @@ type Stats struct {
 // Options.FallbackToBackup) and starts the background flush, which Close
 // stops. Leftover temporary files of an interrupted write are removed.
 func Open(opts Options) (*Manager, error) {
+	opts = opts.withDefaults()
 	m := &Manager{
 		path:    opts.Path,
 		now:     opts.Now,
-		log:     orDiscard(opts.Logger),
+		log:     opts.Logger,
 		entries: xsync.NewMapOfWithHasher[key, *entry](hashKey),
+		claims:  xsync.NewMapOfWithHasher[key, struct{}](hashKey),
+		bounds:  opts.Bounds,
+		fs:      opts.fs,
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		st: managerCounters{
 			stale: xsync.NewCounter(), invalid: xsync.NewCounter(),
 		},
 	}
-	if m.now == nil {
-		m.now = time.Now
-	}
 	every := opts.FlushEvery
-	if every == 0 {
-		every = DefaultFlushEvery
-	}
 	m.syncEvery = every < 0
 	if m.path == "" {
 		close(m.done)
 		return m, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(m.path), 0o755); err != nil {
-		return nil, fmt.Errorf("offset: open %s: %w", m.path, err)
+	if err := m.fs.MkdirAll(filepath.Dir(m.path), 0o755); err != nil {
+		err = fmt.Errorf("offset: open %s: %w", m.path, err)
+		m.log.Debug("offset: open failed", "file", m.path, "err", err)
+		return nil, err
 	}
 	if err := m.load(opts.FallbackToBackup); err != nil {
+		m.log.Debug("offset: open failed", "file", m.path, "err", err)
 		return nil, err
 	}
 	if m.syncEvery {
@@ -154,13 +187,29 @@ func (m *Manager) check(op, group, topic string, queueID int, offset int64) erro
 		return nil
 	}
 	m.st.invalid.Inc()
-	m.log.Warn("offset: rejected invalid request", "op", op, "group", group, "topic", topic,
+	m.log.Debug("offset: rejected invalid request", "op", op, "group", group, "topic", topic,
 		"queue", queueID, "offset", offset)
 	return fmt.Errorf("offset: %s %q/%q/%d at %d: %w", op, group, topic, queueID, offset, ErrInvalid)
 }
 
+// checkEnd refuses an offset past the queue's end (with Options.Bounds).
+func (m *Manager) checkEnd(op, group, topic string, queueID int, offset int64) error {
+	if m.bounds == nil {
+		return nil
+	}
+	end := m.bounds.MaxOffset(topic, queueID)
+	if offset <= end {
+		return nil
+	}
+	m.st.beyondEnd.Add(1)
+	m.log.Debug("offset: rejected offset beyond the queue's end", "op", op, "group", group,
+		"topic", topic, "queue", queueID, "offset", offset, "max", end)
+	return &EndError{Op: op, Group: group, Topic: topic, QueueID: queueID, Offset: offset, Max: end}
+}
+
 func (m *Manager) checkOpen(op string) error {
 	if m.closed.Load() {
+		m.log.Debug("offset: rejected request on closed manager", "op", op)
 		return fmt.Errorf("offset: %s: %w", op, ErrClosed)
 	}
 	return nil
@@ -198,7 +247,7 @@ func (m *Manager) backwardCommit(k key, old, offset int64) {
 	}
 	// RocketMQ's "[NOTIFYME]update consumer offset less than store" line.
 	m.log.Warn("offset: commit moves offset backwards without a reset", "group", k.group,
-		"topic", k.topic, "queue", k.queue, "old", old, "new", offset)
+		"topic", k.topic, "queue", k.queue, "offset", offset, "old_offset", old)
 }
 
 //go:noinline
@@ -212,6 +261,16 @@ func (m *Manager) flushCommit(k key) error {
 // Commit records offset (the next offset to consume) for the key, whatever
 // its epoch: it is for hosts that do not fence. Moving an offset backwards is
 // accepted and logged.
+//
+// A key that a fenced committer serves — one whose epoch was read through
+// Epoch or Position or used by CommitFenced, as a pop service does on every
+// pop — is never overwritten behind that committer's back: there Commit is
+// applied as a Reset (the epoch is bumped and the file written before Commit
+// returns), so the committer's older progress is refused with ErrStaleEpoch
+// and it restarts at this offset instead of writing its own over it.
+//
+// With Options.Bounds, an offset past the queue's end is ErrBeyondEnd, as
+// for Reset.
 func (m *Manager) Commit(group, topic string, queueID int, offset int64) error {
 	if err := m.check("commit", group, topic, queueID, offset); err != nil {
 		return err
@@ -219,20 +278,52 @@ func (m *Manager) Commit(group, topic string, queueID int, offset int64) error {
 	if err := m.checkOpen("commit"); err != nil {
 		return err
 	}
+	if err := m.checkEnd("commit", group, topic, queueID, offset); err != nil {
+		return err
+	}
 	k := key{group, topic, queueID}
 	for {
 		e, ok := m.entries.Load(k)
 		if !ok {
 			if e, ok = m.entries.LoadOrCompute(k, func() *entry { return newEntry(offset, 0) }); !ok {
+				// Created. A claim made before it (a fenced committer
+				// read epoch 0 of the missing key) must be fenced out.
+				if _, claimed := m.claims.Load(k); claimed {
+					return m.fencingCommit(k, e, offset)
+				}
 				return m.afterCommit(&k, e, 0, offset, false, false)
 			}
 		}
 		if e.dead.Load() {
 			continue // removed under us: the commit goes to the key's next life
 		}
+		if e.claimed.Load() {
+			return m.fencingCommit(k, e, offset)
+		}
 		old := e.offset.Swap(offset)
+		// A fenced committer that claimed the key after the check above
+		// read its epoch after our swap, and so reads our offset with it;
+		// one that claimed it before is seen here and fenced out.
+		if e.claimed.Load() {
+			return m.fencingCommit(k, e, offset)
+		}
 		return m.afterCommit(&k, e, old, offset, true, false)
 	}
+}
+
+// fencingCommit applies a plain commit on a key a fenced committer serves
+// as a reset of that key.
+//
+//go:noinline
+func (m *Manager) fencingCommit(k key, e *entry, offset int64) error {
+	e.claimed.Store(true)
+	m.claims.Delete(k)
+	e.commits.Add(1)
+	m.st.fencing.Add(1)
+	if _, err := m.resetKeys("fencing commit", []record{{key: k, offset: offset}}); err != nil {
+		return err
+	}
+	return nil
 }
 
 // CommitFenced records offset only if epoch is the key's current epoch (0 for
@@ -244,6 +335,9 @@ func (m *Manager) CommitFenced(group, topic string, queueID int, offset int64, e
 	if err := m.checkOpen("fenced commit"); err != nil {
 		return err
 	}
+	if err := m.checkEnd("fenced commit", group, topic, queueID, offset); err != nil {
+		return err
+	}
 	k := key{group, topic, queueID}
 	for {
 		e, ok := m.entries.Load(k)
@@ -251,7 +345,10 @@ func (m *Manager) CommitFenced(group, topic string, queueID int, offset int64, e
 			if epoch != 0 {
 				return m.stale(k, offset, epoch, 0)
 			}
-			if e, ok = m.entries.LoadOrCompute(k, func() *entry { return newEntry(offset, 0) }); !ok {
+			// Created claimed, before anyone can see it: a plain Commit
+			// that finds the entry must already see the fenced committer.
+			if e, ok = m.entries.LoadOrCompute(k, func() *entry { return newClaimedEntry(offset) }); !ok {
+				m.claims.Delete(k)
 				return m.afterCommit(&k, e, 0, offset, false, true)
 			}
 		}
@@ -264,6 +361,7 @@ func (m *Manager) CommitFenced(group, topic string, queueID int, offset int64, e
 			e.mu.Unlock()
 			return m.stale(k, offset, epoch, cur)
 		}
+		claim(e)
 		old := e.offset.Swap(offset)
 		e.mu.Unlock()
 		return m.afterCommit(&k, e, old, offset, true, true)
@@ -272,8 +370,8 @@ func (m *Manager) CommitFenced(group, topic string, queueID int, offset int64, e
 
 func (m *Manager) stale(k key, offset int64, epoch, cur uint64) error {
 	m.st.stale.Inc()
-	if m.log.Enabled(context.Background(), slog.LevelWarn) {
-		m.log.Warn("offset: rejected commit with stale epoch", "group", k.group, "topic", k.topic,
+	if m.log.Enabled(context.Background(), slog.LevelDebug) {
+		m.log.Debug("offset: rejected commit with stale epoch", "group", k.group, "topic", k.topic,
 			"queue", k.queue, "offset", offset, "epoch", epoch, "current_epoch", cur)
 	}
 	return fmt.Errorf("offset: commit %s/%s/%d at %d with epoch %d, current %d: %w",
@@ -289,21 +387,58 @@ func (m *Manager) Committed(group, topic string, queueID int) (int64, bool) {
 	return e.offset.Load(), true
 }
 
-// Epoch returns the key's current epoch: 0 until its first reset.
+// Epoch returns the key's current epoch: 0 until its first reset. Reading
+// it marks the key as served by a fenced committer (see Commit).
 func (m *Manager) Epoch(group, topic string, queueID int) uint64 {
-	e, ok := m.entries.Load(key{group, topic, queueID})
+	e, ok := m.claimedEntry(key{group, topic, queueID})
 	if !ok {
 		return 0
 	}
 	return e.epoch.Load()
 }
 
+// peekEpoch returns the key's epoch without claiming it.
+func (m *Manager) peekEpoch(k key) uint64 {
+	if e, ok := m.entries.Load(k); ok {
+		return e.epoch.Load()
+	}
+	return 0
+}
+
+// claimedEntry returns the key's entry, marked claimed, or records a claim
+// on the missing key. The claim is stored before the second look, so a
+// Commit that creates the entry meanwhile either sees the claim or is seen.
+func (m *Manager) claimedEntry(k key) (*entry, bool) {
+	if e, ok := m.entries.Load(k); ok {
+		claim(e)
+		return e, true
+	}
+	if k.group == "" || k.topic == "" || k.queue < 0 {
+		return nil, false
+	}
+	if _, ok := m.claims.Load(k); !ok {
+		m.claims.Store(k, struct{}{})
+	}
+	if e, ok := m.entries.Load(k); ok {
+		claim(e)
+		return e, true
+	}
+	return nil, false
+}
+
+func claim(e *entry) {
+	if !e.claimed.Load() { // read first: no cache-line write per pop
+		e.claimed.Store(true)
+	}
+}
+
 // Position returns the key's committed offset and epoch as one consistent
 // pair (and whether the key has an offset). Callers that read Epoch and
 // Committed separately should read Epoch first: a reset stores the offset
-// before the epoch, so a new epoch is never seen with the old offset.
+// before the epoch, so a new epoch is never seen with the old offset. Like
+// Epoch, it marks the key as served by a fenced committer.
 func (m *Manager) Position(group, topic string, queueID int) (offset int64, epoch uint64, ok bool) {
-	e, ok := m.entries.Load(key{group, topic, queueID})
+	e, ok := m.claimedEntry(key{group, topic, queueID})
 	if !ok {
 		return 0, 0, false
 	}
@@ -379,10 +514,16 @@ func (m *Manager) RemoveTopic(group, topic string) {
 }
 
 func (m *Manager) removeWhere(op string, match func(key) bool) {
-	if m.checkOpen(op) != nil {
+	if m.closed.Load() { // Remove answers nothing: WARN
 		m.log.Warn("offset: rejected request on closed manager", "op", op)
 		return
 	}
+	m.claims.Range(func(k key, _ struct{}) bool {
+		if match(k) {
+			m.claims.Delete(k)
+		}
+		return true
+	})
 	var keys []key
 	m.entries.Range(func(k key, _ *entry) bool {
 		if match(k) {
@@ -449,7 +590,9 @@ func (m *Manager) shutdown(flush bool) error {
 // counts are kept per key), so call it at metrics-scrape rates, not per commit.
 func (m *Manager) Stats() Stats {
 	s := Stats{
-		Keys:               m.entries.Size(),
+		Keys:               uint64(m.entries.Size()),
+		FencingCommits:     m.st.fencing.Load(),
+		BeyondEndRejected:  m.st.beyondEnd.Load(),
 		Commits:            m.st.retiredCommits.Load(),
 		FencedCommits:      m.st.retiredFenced.Load(),
 		StaleEpochRejected: uint64(m.st.stale.Value()),
@@ -460,7 +603,7 @@ func (m *Manager) Stats() Stats {
 		Flushes:            m.st.flushes.Load(),
 		FlushErrors:        m.st.flushErrors.Load(),
 		LastFlushDuration:  time.Duration(m.st.lastFlushDur.Load()),
-		LastFlushBytes:     m.st.lastFlushBytes.Load(),
+		LastFlushBytes:     uint64(m.st.lastFlushBytes.Load()),
 	}
 	m.entries.Range(func(_ key, e *entry) bool {
 		s.Commits += e.commits.Load()

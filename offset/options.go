@@ -3,6 +3,8 @@ package offset
 import (
 	"log/slog"
 	"time"
+
+	"github.com/brokercore/brokercore/internal/fsx"
 )
 
 // Defaults applied to zero fields of Options and TableOptions.
@@ -52,6 +54,40 @@ type Options struct {
 	// missing while a backup exists. The fallback is logged. Without it,
 	// such an Open fails with ErrCorrupt.
 	FallbackToBackup bool
+
+	// Bounds, if set, tells where each queue ends (*store.Store satisfies
+	// it): Commit, CommitFenced and Reset refuse an offset past MaxOffset
+	// with ErrBeyondEnd. nil = no bound is checked. brokercore.Open sets
+	// it to its store.
+	Bounds Bounds
+
+	// fs is the file system of the offset file (nil = fsx.OS); tests put a
+	// fault-injecting one here.
+	fs fsx.FS
+}
+
+// Bounds is what a Manager needs to refuse offsets past a queue's end.
+// *store.Store satisfies it.
+type Bounds interface {
+	// MaxOffset is the next offset to be assigned in the queue: every
+	// offset up to it (inclusive, "everything consumed") is committable.
+	MaxOffset(topic string, queueID int) int64
+}
+
+// withDefaults returns o with every zero field that has a default filled
+// in.
+func (o Options) withDefaults() Options {
+	if o.FlushEvery == 0 {
+		o.FlushEvery = DefaultFlushEvery
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	o.Logger = orDiscard(o.Logger)
+	if o.fs == nil {
+		o.fs = fsx.OS
+	}
+	return o
 }
 
 // TableOptions configures a QueueTable. The zero value is a working default.
@@ -66,6 +102,19 @@ type TableOptions struct {
 
 	// Logger receives drops, rejected deliveries and bad input (nil = discard).
 	Logger *slog.Logger
+}
+
+// withDefaults returns o with every zero field that has a default filled
+// in.
+func (o TableOptions) withDefaults() TableOptions {
+	if o.MaxBuffered <= 0 {
+		o.MaxBuffered = DefaultMaxBuffered
+	}
+	if o.MaxBufferedBytes <= 0 {
+		o.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	o.Logger = orDiscard(o.Logger)
+	return o
 }
 
 func orDiscard(l *slog.Logger) *slog.Logger {

@@ -4,23 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"time"
 )
 
 // load fills the map from the file (or its backup).
 func (m *Manager) load(fallback bool) error {
 	for _, leftover := range []string{m.path + ".tmp", m.path + ".bak.tmp"} {
-		if err := os.Remove(leftover); err == nil {
+		if err := m.fs.Remove(leftover); err == nil {
 			m.log.Warn("offset: removed leftover of an interrupted write", "file", leftover)
 		}
 	}
-	s, err := readSnapshot(m.path)
+	s, err := readSnapshot(m.fs, m.path)
 	switch {
 	case err == nil:
 		m.pathIsGood = true
 	case errors.Is(err, fs.ErrNotExist):
-		bs, berr := readSnapshot(m.path + ".bak")
+		bs, berr := readSnapshot(m.fs, m.path+".bak")
 		if errors.Is(berr, fs.ErrNotExist) {
 			m.log.Info("offset: no offset file yet, starting empty", "file", m.path)
 			return nil
@@ -36,7 +35,7 @@ func (m *Manager) load(fallback bool) error {
 	case !fallback:
 		return fmt.Errorf("offset: open: %w", err)
 	default:
-		bs, berr := readSnapshot(m.path + ".bak")
+		bs, berr := readSnapshot(m.fs, m.path+".bak")
 		if berr != nil {
 			return fmt.Errorf("offset: open: %w (backup: %v)", err, berr)
 		}
@@ -119,7 +118,7 @@ func (m *Manager) persist(override map[key]record) error {
 		s.records = append(s.records, r)
 	}
 	data := encodeFile(make([]byte, 0, 64+len(s.records)*32), s)
-	if err := writeFileAtomic(m.path, data, m.pathIsGood); err != nil {
+	if err := writeFileAtomic(m.fs, m.path, data, m.pathIsGood); err != nil {
 		m.markDirty()
 		m.st.flushErrors.Add(1)
 		m.log.Error("offset: writing offset file failed", "file", m.path, "keys", len(s.records), "error", err)

@@ -87,7 +87,7 @@ func (pq *ProcessQueue) Deliver(msgs []*store.Message) error {
 	if pq.dropped {
 		pq.mu.Unlock()
 		t.st.rejectedDropped.Add(1)
-		t.log.Info("offset: delivery to dropped process queue refused; pull not re-issued",
+		t.log.Debug("offset: delivery to dropped process queue refused; pull not re-issued",
 			"topic", pq.queue.Topic, "queue", pq.queue.QueueID, "epoch", pq.epoch, "messages", len(msgs))
 		return fmt.Errorf("offset: deliver to %s/%d epoch %d: %w", pq.queue.Topic, pq.queue.QueueID, pq.epoch, ErrDropped)
 	}

@@ -16,11 +16,16 @@ type TimeIndex interface {
 // to the file before Reset returns (and before anyone can observe the new
 // epoch); if that write fails, Reset returns the error and changes nothing.
 // Epochs of a key strictly increase, across restarts and Remove too.
+// With Options.Bounds, an offset past the queue's end is ErrBeyondEnd, as
+// for Commit.
 func (m *Manager) Reset(group, topic string, queueID int, offset int64) (epoch uint64, err error) {
 	if err := m.check("reset", group, topic, queueID, offset); err != nil {
 		return 0, err
 	}
 	if err := m.checkOpen("reset"); err != nil {
+		return 0, err
+	}
+	if err := m.checkEnd("reset", group, topic, queueID, offset); err != nil {
 		return 0, err
 	}
 	epochs, err := m.resetKeys("reset", []record{{key: key{group, topic, queueID}, offset: offset}})
@@ -85,7 +90,7 @@ func (m *Manager) resetKeys(op string, rs []record) ([]uint64, error) {
 	epochs := make([]uint64, len(rs))
 	for i := range rs {
 		r := &rs[i]
-		r.epoch = max(m.Epoch(r.group, r.topic, r.queue), m.floor.Load()) + 1
+		r.epoch = max(m.peekEpoch(r.key), m.floor.Load()) + 1
 		epochs[i] = r.epoch
 		override[r.key] = *r
 	}

@@ -41,37 +41,31 @@ type tableCounters struct {
 
 // TableStats is a snapshot of a QueueTable's counters.
 type TableStats struct {
-	Queues           int    // assigned queues (live process queues)
-	Assigns          uint64 // Assign calls that installed a process queue
-	Resets           uint64 // Reset calls that installed a process queue
-	Revokes          uint64 // Revoke calls that removed a queue
-	Dropped          uint64 // process queues dropped
-	ReleasedMessages uint64 // buffered messages released by drops
-	Delivered        uint64 // messages accepted by Deliver
-	Taken            uint64 // messages handed out by Take
-	DeliverDropped   uint64 // Deliver calls refused with ErrDropped (answers to orphaned pulls)
-	Backpressure     uint64 // Deliver calls refused with ErrBackpressure
-	Invalid          uint64 // calls with bad input
-	BufferedMessages int    // messages buffered across live process queues
-	BufferedBytes    int64  // their body bytes
+	Queues           uint64 `json:"queues"`            // assigned queues (live process queues)
+	Assigns          uint64 `json:"assigns"`           // Assign calls that installed a process queue
+	Resets           uint64 `json:"resets"`            // Reset calls that installed a process queue
+	Revokes          uint64 `json:"revokes"`           // Revoke calls that removed a queue
+	Dropped          uint64 `json:"dropped"`           // process queues dropped
+	ReleasedMessages uint64 `json:"released_messages"` // buffered messages released by drops
+	Delivered        uint64 `json:"delivered"`         // messages accepted by Deliver
+	Taken            uint64 `json:"taken"`             // messages handed out by Take
+	DeliverDropped   uint64 `json:"deliver_dropped"`   // Deliver calls refused with ErrDropped (answers to orphaned pulls)
+	Backpressure     uint64 `json:"backpressure"`      // Deliver calls refused with ErrBackpressure
+	Invalid          uint64 `json:"invalid"`           // calls with bad input
+	BufferedMessages uint64 `json:"buffered_messages"` // messages buffered across live process queues
+	BufferedBytes    uint64 `json:"buffered_bytes"`    // their body bytes
 }
 
 // NewQueueTable returns an empty table. Zero or negative limits take their
 // defaults (DefaultMaxBuffered, DefaultMaxBufferedBytes).
 func NewQueueTable(opts TableOptions) *QueueTable {
-	t := &QueueTable{
+	opts = opts.withDefaults()
+	return &QueueTable{
 		maxMsgs:  opts.MaxBuffered,
 		maxBytes: opts.MaxBufferedBytes,
-		log:      orDiscard(opts.Logger),
+		log:      opts.Logger,
 		queues:   make(map[Queue]*ProcessQueue),
 	}
-	if t.maxMsgs <= 0 {
-		t.maxMsgs = DefaultMaxBuffered
-	}
-	if t.maxBytes <= 0 {
-		t.maxBytes = DefaultMaxBufferedBytes
-	}
-	return t
 }
 
 // Assign installs a new live process queue for q, starting to pull at next
@@ -93,7 +87,7 @@ func (t *QueueTable) Reset(q Queue, next int64, epoch uint64) *ProcessQueue {
 func (t *QueueTable) install(op string, q Queue, next int64, epoch uint64, counter *atomic.Uint64) *ProcessQueue {
 	if !q.valid() || next < 0 {
 		t.st.bad.Add(1)
-		t.log.Warn("offset: rejected invalid queue table request", "op", op, "topic", q.Topic,
+		t.log.Debug("offset: rejected invalid queue table request", "op", op, "topic", q.Topic,
 			"queue", q.QueueID, "next", next)
 		return nil
 	}
@@ -184,8 +178,8 @@ func (t *QueueTable) Stats() TableStats {
 	t.Range(func(pq *ProcessQueue) bool {
 		n, b := pq.Buffered()
 		s.Queues++
-		s.BufferedMessages += n
-		s.BufferedBytes += b
+		s.BufferedMessages += uint64(n)
+		s.BufferedBytes += uint64(b)
 		return true
 	})
 	return s

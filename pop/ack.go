@@ -5,30 +5,32 @@ import (
 	"time"
 )
 
-// resolveLocked finds the live entry a handle refers to; gt.mu must be
-// held. Every failure wraps ErrStaleHandle.
-func (s *Service) resolveLocked(gt *groupTopic, h handle) (*queueState, *entry, error) {
-	qs := gt.queues[h.queue]
-	if qs == nil || qs.inc != h.inc {
-		return nil, nil, fmt.Errorf("handle of %s@%s queue %d offset %d: queue state rebuilt since: %w", h.group, h.topic, h.queue, h.offset, ErrStaleHandle)
-	}
-	if ep := s.offsets.Epoch(h.group, h.topic, h.queue); ep != qs.epoch {
-		return nil, nil, fmt.Errorf("handle of %s@%s queue %d offset %d: popped before an offset reset (epoch %d, now %d): %w",
-			h.group, h.topic, h.queue, h.offset, qs.epoch, ep, ErrStaleHandle)
-	}
-	e := qs.entry(h.offset)
-	if e == nil || e.done || e.gen != h.gen {
-		return nil, nil, fmt.Errorf("handle of %s@%s queue %d offset %d: delivery superseded or acked: %w", h.group, h.topic, h.queue, h.offset, ErrStaleHandle)
-	}
-	return qs, e, nil
-}
+// ack.go is the driver of Ack and ChangeInvisible, and the commits.
+//
+// Commits run outside gt.mu: an Offsets implementation may write and
+// fsync a file. They are serialized per group@topic by gt.commitMu, taken
+// before gt.mu, and each one commits the low-water mark as it is at its
+// turn, so commits reach Offsets in order and never go backwards. An
+// entry whose ack is committing is detached: no pop delivers it, no other
+// handle settles it, and the low-water mark passes it; if the commit
+// fails it is put back, so the ack is not applied and its handle stays
+// live.
 
 // lookup decodes a handle and finds its group@topic.
 func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 	if s.isClosed() {
 		return handle{}, nil, s.closedErr(op)
 	}
-	h, err := s.signer.decode(str)
+	h, mac, err := parseHandle(str)
+	gt, known := s.gts.Load(gtKey{h.group, h.topic})
+	if err == nil {
+		tag := s.signer.tag
+		if known {
+			err = s.badMAC(&h, mac, gt.tag)
+		} else {
+			err = s.badMAC(&h, mac, tag(h.group, h.topic))
+		}
+	}
 	if err != nil {
 		s.st.badHandles.Add(1)
 		s.log.Debug("pop: rejected bad handle", "op", op, "err", err)
@@ -37,11 +39,17 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 	if h.nonce != s.nonce {
 		return h, nil, s.stale(op, h, fmt.Errorf("handle of %s@%s queue %d offset %d: issued before a restart: %w", h.group, h.topic, h.queue, h.offset, ErrStaleHandle))
 	}
-	gt, ok := s.gts.Load(gtKey{h.group, h.topic})
-	if !ok {
+	if !known {
 		return h, nil, s.stale(op, h, fmt.Errorf("handle of %s@%s: unknown group@topic: %w", h.group, h.topic, ErrStaleHandle))
 	}
 	return h, gt, nil
+}
+
+func (s *Service) badMAC(h *handle, mac [handleMACLen]byte, tag gtTag) error {
+	if s.signer.verify(h, mac, tag) {
+		return nil
+	}
+	return fmt.Errorf("handle signature: %w", ErrBadHandle)
 }
 
 func (s *Service) stale(op string, h handle, err error) error {
@@ -60,39 +68,120 @@ func (s *Service) Ack(handleStr string) error {
 	if err != nil {
 		return err
 	}
+	ep := gt.view.Epoch(h.queue)
 	gt.mu.Lock()
-	defer gt.mu.Unlock()
-	qs, e, err := s.resolveLocked(gt, h)
+	qs, e, err := gt.core.resolve(h, ep)
 	if err != nil {
+		gt.mu.Unlock()
 		return s.stale("ack", h, err)
 	}
-	if low := qs.lowIfDone(h.offset); low > qs.committed {
-		if err := s.offsets.CommitFenced(h.group, h.topic, h.queue, low, qs.epoch); err != nil {
-			if ep := s.offsets.Epoch(h.group, h.topic, h.queue); ep != qs.epoch {
-				// A reset landed between resolveLocked's epoch check and the
-				// commit: the handle was popped before it, so it is stale.
-				return s.stale("ack", h, fmt.Errorf("handle of %s@%s queue %d offset %d: offset reset during the ack (epoch %d, now %d): %w: %w",
-					h.group, h.topic, h.queue, h.offset, qs.epoch, ep, ErrStaleHandle, err))
-			}
-			s.st.commitErrors.Add(1)
-			s.log.Debug("pop: ack not applied, commit failed", "group", h.group, "topic", h.topic, "queue", h.queue, "offset", h.offset, "commit", low, "epoch", qs.epoch, "err", err)
-			return fmt.Errorf("ack %s@%s queue %d offset %d: commit %d: %w", h.group, h.topic, h.queue, h.offset, low, err)
-		}
-		s.st.commits.Add(1)
-		qs.committed = low
-	}
 	inBatch := qs.batch.id != 0 && e.batch == qs.batch.id
-	qs.markDone(e)
-	qs.trim()
-	s.st.acks.Add(1)
-	if qs.fifoUsed && gt.waiters.Load() > 0 {
-		var buf [32]int64
-		if (inBatch && len(qs.fifoMembers(buf[:0])) == 0) || qs.pending == 0 {
-			gt.events.Add(1) // the FIFO queue is unblocked
-			broadcastLocked(gt)
-		}
+	before := qs.low()
+	qs.detach(e)
+	// Only an ack that moves the low-water mark itself commits (and waits
+	// for the commits before it); one behind an unacked message does not.
+	if after := qs.low(); !qs.mustSave && (after == before || after <= qs.committed) {
+		s.settleAckLocked(gt, qs, e, inBatch)
+		gt.mu.Unlock()
+		return nil
+	}
+	gt.mu.Unlock()
+	return s.commitAck(gt, qs, h, inBatch)
+}
+
+// acking finds again the detached entry of an ack in progress (a pop may
+// have moved the slab meanwhile); gt.mu must be held.
+func acking(qs *queueState, h handle) *entry {
+	if e := qs.get(h.offset); e != nil && e.gen == h.gen && e.where == detached {
+		return e
 	}
 	return nil
+}
+
+// commitAck commits the low-water mark an ack moved, then settles the
+// entry, or puts it back if the commit failed.
+func (s *Service) commitAck(gt *groupTopic, qs *queueState, h handle, inBatch bool) error {
+	gt.commitMu.Lock()
+	defer gt.commitMu.Unlock()
+	gt.mu.Lock()
+	low, current := qs.low(), gt.core.queues[qs.queue] == qs
+	if !current || (!qs.mustSave && low <= qs.committed) {
+		if e := acking(qs, h); current && e != nil {
+			s.settleAckLocked(gt, qs, e, inBatch)
+		}
+		gt.mu.Unlock()
+		if !current {
+			return s.stale("ack", h, fmt.Errorf("handle of %s@%s queue %d offset %d: offset reset during the ack: %w", h.group, h.topic, h.queue, h.offset, ErrStaleHandle))
+		}
+		return nil
+	}
+	gt.mu.Unlock()
+	err := s.offsets.CommitFenced(h.group, h.topic, h.queue, low, qs.epoch)
+	gt.mu.Lock()
+	if err == nil {
+		s.st.commits.Add(1)
+		qs.committed, qs.mustSave = max(qs.committed, low), false
+		if e := acking(qs, h); e != nil {
+			s.settleAckLocked(gt, qs, e, inBatch)
+		}
+		gt.mu.Unlock()
+		return nil
+	}
+	if e := acking(qs, h); e != nil {
+		qs.hide(e, 0) // the ack is not applied: the handle stays live
+	}
+	gt.mu.Unlock()
+	if ep := gt.view.Epoch(h.queue); ep != qs.epoch {
+		// A reset landed between resolve's epoch check and the commit: the
+		// handle was popped before it, so it is stale.
+		return s.stale("ack", h, fmt.Errorf("handle of %s@%s queue %d offset %d: offset reset during the ack (epoch %d, now %d): %w: %w",
+			h.group, h.topic, h.queue, h.offset, qs.epoch, ep, ErrStaleHandle, err))
+	}
+	s.st.commitErrors.Add(1)
+	s.log.Debug("pop: ack not applied, commit failed", "group", h.group, "topic", h.topic, "queue", h.queue, "offset", h.offset, "commit", low, "epoch", qs.epoch, "err", err)
+	return fmt.Errorf("ack %s@%s queue %d offset %d: commit %d: %w", h.group, h.topic, h.queue, h.offset, low, err)
+}
+
+// settleAckLocked settles an acked entry and wakes the waiters if that
+// unblocked a FIFO queue.
+func (s *Service) settleAckLocked(gt *groupTopic, qs *queueState, e *entry, inBatch bool) {
+	qs.settle(e)
+	s.st.acks.Add(1)
+	if qs.fifoUsed && gt.waiters.Load() > 0 && ((inBatch && len(qs.fifoMembers()) == 0) || qs.pending() == 0) {
+		gt.events.Add(1) // the FIFO queue is unblocked
+		broadcastLocked(gt)
+	}
+}
+
+// commitAll commits the low-water marks of qss, outside gt.mu and in
+// order. A failure is logged and counted: the next commit of the queue
+// covers it.
+func (s *Service) commitAll(gt *groupTopic, qss []*queueState) {
+	for _, qs := range qss {
+		s.commitQueue(gt, qs)
+	}
+}
+
+func (s *Service) commitQueue(gt *groupTopic, qs *queueState) {
+	gt.commitMu.Lock()
+	defer gt.commitMu.Unlock()
+	gt.mu.Lock()
+	low := qs.low()
+	if gt.core.queues[qs.queue] != qs || (!qs.mustSave && low <= qs.committed) {
+		gt.mu.Unlock()
+		return
+	}
+	gt.mu.Unlock()
+	g, t := gt.key.group, gt.key.topic
+	if err := s.offsets.CommitFenced(g, t, qs.queue, low, qs.epoch); err != nil {
+		s.st.commitErrors.Add(1)
+		s.log.Warn("pop: commit failed", "group", g, "topic", t, "queue", qs.queue, "offset", low, "epoch", qs.epoch, "err", err)
+		return
+	}
+	s.st.commits.Add(1)
+	gt.mu.Lock()
+	qs.committed, qs.mustSave = max(qs.committed, low), false
+	gt.mu.Unlock()
 }
 
 // ChangeInvisible makes the delivery of handle invisible for d from now
@@ -110,19 +199,16 @@ func (s *Service) ChangeInvisible(handleStr string, d time.Duration) (string, er
 		return "", err
 	}
 	d, _ = s.clamp(d)
+	ep := gt.view.Epoch(h.queue)
 	gt.mu.Lock()
-	qs, e, err := s.resolveLocked(gt, h)
+	qs, e, err := gt.core.resolve(h, ep)
 	if err != nil {
 		gt.mu.Unlock()
 		return "", s.stale("change invisible", h, err)
 	}
-	e.gen++
-	e.visibleAt = s.nowNanos() + int64(d)
-	if e.visibleAt < qs.earliest {
-		qs.earliest = e.visibleAt
-	}
+	qs.change(e, s.nowNanos(), int64(d))
 	h.gen = e.gen
 	gt.mu.Unlock()
 	s.st.changes.Add(1)
-	return s.signer.encode(h), nil
+	return s.signer.encodeWith(h, gt.tag), nil
 }

@@ -10,10 +10,14 @@
 // A Service reads a Source (*store.Store satisfies it) and commits through
 // Offsets (*offset.Manager satisfies it; nil = an in-memory MemoryOffsets).
 // For every (group, topic, queue) it keeps, in memory, the next offset to
-// pop and every popped message not yet behind the committed offset, with
-// its visible-at time, attempt count and delivery generation. Those
-// decisions are plain methods taking `now` (queue.go, fifo.go); the driver
-// (pop.go, longpoll.go) adds the group@topic lock, the waits and a
+// pop and one small entry per popped offset not yet settled: its
+// visible-at time, attempt count and delivery generation — offsets, not
+// messages (a redelivery reads the body again), ordered by visible time
+// (per-duration lanes, a heap as fallback: lanes.go).
+// Those decisions are plain methods taking `now`: core.go plans a pop's
+// reads and applies what was read (queue.go, fifo.go). The driver (pop.go,
+// round.go, ack.go, longpoll.go) adds the group@topic lock, the Source
+// reads and the Offsets commits outside the mutex, the waits and a
 // background loop that only wakes waiters.
 //
 //   - A group with no committed offset starts at the queue's MinOffset
@@ -75,8 +79,9 @@
 //
 // # Receipt handles
 //
-// Handles are HMAC-SHA256-signed (Options.HandleKey) strings carrying
-// group, topic, queue, offset and delivery generation. A malformed or
+// Handles are MAC'd strings (AES-128 CBC-MAC over fixed-length blocks,
+// keys derived from Options.HandleKey) carrying group, topic, queue,
+// offset and delivery generation. A malformed or
 // forged handle gives ErrBadHandle; a genuine one whose delivery was
 // superseded (acked, re-popped, redelivered, changed, reset, or issued
 // before a restart) gives ErrStaleHandle. Nothing changes on either.
@@ -109,9 +114,11 @@
 //
 // # Ownership and caveats
 //
-// Messages returned by Pop are shared with the Service's in-flight table
-// and with later deliveries of the same message: treat them as read-only.
-// In-flight state lives in memory, one entry per popped offset not yet
-// behind the committed offset; a host must bound it by its consumers'
-// Max and invisible times. All methods are safe for concurrent use.
+// Messages returned by Pop are the Source's (for *store.Store, the
+// caller's own copies); the Service keeps no reference to them. In-flight
+// state lives in memory, about 100 bytes per popped, unsettled offset; a
+// host bounds it by its consumers' Max and invisible times. An in-flight
+// message that retention removes from the log before it is acked cannot be
+// delivered again: it is settled and logged at WARN. All methods are safe
+// for concurrent use.
 package pop

@@ -18,11 +18,36 @@ type fieldReportOutcome struct {
 	results     []Result
 }
 
+// popper is what the field report scenario drives: the Service, or the
+// broken design's fake around it.
+type popper interface {
+	Pop(ctx context.Context, req Request) (Result, error)
+	Stats() Stats
+}
+
+// failFastService is the broken design of apache/rocketmq#10827 as a
+// test-local fake: RocketMQ's PopConsumerService.popAsync takes the
+// group@topic lock with tryLock and answers empty at once when it is held,
+// for FIFO retries with an attempt id too. It serializes the pops of the
+// scenario's single group@topic with its own lock in front of the Service.
+type failFastService struct {
+	*Service
+	mu sync.Mutex // the group@topic lock
+}
+
+func (f *failFastService) Pop(ctx context.Context, req Request) (Result, error) {
+	if !f.mu.TryLock() {
+		return Result{}, nil // fail fast: the empty answer the client takes for a success
+	}
+	defer f.mu.Unlock()
+	return f.Service.Pop(ctx, req)
+}
+
 // runFieldReport plays the field report's steps 1–4 on src: a first FIFO
 // pop with attempt X whose response is lost, another pop of the same
 // group@topic holding the lock on a slow read, and 16 concurrent retries
-// with X. The switch restores the broken fail-fast FIFO retry.
-func runFieldReport(t *testing.T, s *Service, src Source, gateRead func() func(), entered <-chan int) fieldReportOutcome {
+// with X. failFast says s is the broken design's fake.
+func runFieldReport(t *testing.T, s popper, failFast bool, gateRead func() func(), entered <-chan int) fieldReportOutcome {
 	t.Helper()
 	ctx := context.Background()
 	fifo := Request{Group: "g", Topic: "T", ClientID: "A", QueueID: 0, Max: 2, Invisible: time.Minute, FIFO: true, AttemptID: "X"}
@@ -68,7 +93,7 @@ func runFieldReport(t *testing.T, s *Service, src Source, gateRead func() func()
 			}
 		}()
 	}
-	if !s.failFastFIFO {
+	if !failFast {
 		// They queue for the lock and sleep: no spin — nobody tries the
 		// lock again while the holder keeps it.
 		waitFor(t, "16 retries queued for the lock", func() bool { return s.Stats().LockWaits == 16 })
@@ -88,8 +113,8 @@ func runFieldReport(t *testing.T, s *Service, src Source, gateRead func() func()
 
 // TestFIFORetryWaitsForLockInsteadOfReturningEmpty is the field report
 // (apache/rocketmq#10827) step by step. Checked against the broken design:
-// with s.failFastFIFO = true set in this test it fails at once with
-// "empty responses: should be zero, but was 16";
+// run on failFastService (the fake of RocketMQ's fail-fast lock) it fails
+// at once with "empty responses: should be zero, but was 16";
 // TestFieldReportChainWithFailFastFIFORetry keeps that check running.
 func TestFIFORetryWaitsForLockInsteadOfReturningEmpty(t *testing.T) {
 	src := newMemSource()
@@ -99,7 +124,7 @@ func TestFIFORetryWaitsForLockInsteadOfReturningEmpty(t *testing.T) {
 	s := New(src, Options{Now: clock.Now, LockWait: 30 * time.Second})
 	defer s.Close()
 
-	out := runFieldReport(t, s, src, func() func() { return src.gate(1) }, src.entered)
+	out := runFieldReport(t, s, false, func() func() { return src.gate(1) }, src.entered)
 
 	// All 16 got the same batch: zero empty responses, zero errors, and no
 	// attempt counted.
@@ -142,21 +167,21 @@ func TestFIFORetryWaitsForLockInsteadOfReturningEmpty(t *testing.T) {
 }
 
 // TestFieldReportChainWithFailFastFIFORetry shows that the test above fails
-// on the broken design: with the test-only switch restoring RocketMQ's
-// fail-fast lock (the FIFO retry answers empty at once when the lock is
-// held), the retries come back empty — the client would rotate its attempt
-// id — and the new attempt id is blocked by the unacked batch of X that no
-// one can ack any more: the queue is stuck for a whole invisible time.
+// on the broken design: on failFastService (RocketMQ's fail-fast lock: the
+// FIFO retry answers empty at once when the lock is held), the retries
+// come back empty — the client would rotate its attempt id — and the new
+// attempt id is blocked by the unacked batch of X that no one can ack any
+// more: the queue is stuck for a whole invisible time.
 func TestFieldReportChainWithFailFastFIFORetry(t *testing.T) {
 	src := newMemSource()
 	src.append("T", 0, 4)
 	src.append("T", 1, 1)
 	clock := newFakeClock()
-	s := New(src, Options{Now: clock.Now, LockWait: 30 * time.Second})
-	s.failFastFIFO = true
-	defer s.Close()
+	svc := New(src, Options{Now: clock.Now, LockWait: 30 * time.Second})
+	defer svc.Close()
+	s := &failFastService{Service: svc}
 
-	out := runFieldReport(t, s, src, func() func() { return src.gate(1) }, src.entered)
+	out := runFieldReport(t, s, true, func() func() { return src.gate(1) }, src.entered)
 	require.Equal(t, 16, out.empty, "the broken design answers every colliding retry empty")
 	require.Empty(t, out.results)
 

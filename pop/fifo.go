@@ -7,137 +7,149 @@ import (
 )
 
 // fifo.go holds the FIFO decisions of the deterministic core. A FIFO queue
-// has at most one in-flight batch: the lowest not-done offsets, delivered
+// has at most one in-flight batch: the lowest unsettled offsets, delivered
 // together under one attempt id. While any member is invisible the queue is
 // blocked for every other attempt id; the batch's own attempt id gets the
 // same members again with fresh handles and no extra attempt.
 
-// fifoMembers returns the offsets of the batch's not-done members.
-func (q *queueState) fifoMembers(buf []int64) []int64 {
+// fifoMode is what a FIFO pop does with a queue.
+type fifoMode uint8
+
+const (
+	fifoBlocked fifoMode = iota // another attempt's batch (or an earlier in-flight message) blocks it
+	fifoRepop                   // the batch's own attempt id: the same members again, uncounted
+	fifoExpired                 // the batch's invisible time ended: its members again, counted
+	fifoNew                     // no batch: a new one from the lowest unsettled offsets
+)
+
+// fifoMembers returns the batch's unsettled members, in order, and drops
+// the batch once it has none.
+func (q *queueState) fifoMembers() []int64 {
 	if q.batch.id == 0 {
-		return buf
+		return nil
 	}
-	for off := max(q.batch.first, q.base); off <= q.batch.last && off < q.next(); off++ {
-		if e := q.entry(off); !e.done && e.batch == q.batch.id {
-			buf = append(buf, off)
+	m := q.batch.members[:0]
+	for _, off := range q.batch.members {
+		if e := q.get(off); e != nil && e.batch == q.batch.id && e.where != detached {
+			m = append(m, off)
 		}
 	}
-	if len(buf) == 0 {
+	q.batch.members = m
+	if len(m) == 0 {
 		q.batch = fifoBatch{}
 	}
-	return buf
-}
-
-// fifoLive reports whether the batch still blocks other attempt ids.
-func (q *queueState) fifoLive(now int64) bool {
-	var buf [32]int64
-	for _, off := range q.fifoMembers(buf[:0]) {
-		if q.entry(off).visibleAt > now {
-			return true
-		}
-	}
-	return false
+	return m
 }
 
 // fifoOwns reports whether attempt is the attempt id of a batch that still
 // has members: a re-pop with it gets those members back.
 func (q *queueState) fifoOwns(attempt string) bool {
-	if attempt == "" || q.batch.id == 0 || q.batch.attempt != attempt {
-		return false
-	}
-	var buf [32]int64
-	return len(q.fifoMembers(buf[:0])) > 0
+	return attempt != "" && q.batch.id != 0 && q.batch.attempt == attempt && len(q.fifoMembers()) > 0
 }
 
-// blockedByInvisible reports whether a not-done entry outside any batch is
-// invisible (a non-FIFO delivery or a parked dead letter): FIFO order
-// forbids passing it.
-func (q *queueState) blockedByInvisible(now int64) bool {
-	if q.pending == 0 {
-		return false
-	}
-	if q.earliest > now {
-		return true
-	}
-	for i := range q.entries {
-		if e := &q.entries[i]; !e.done && e.visibleAt > now {
-			return true
-		}
-	}
-	return false
-}
-
-// fifoFreshWanted is how many new messages a FIFO pop would take from next().
-func (q *queueState) fifoFreshWanted(now int64, attempt string, max int) int {
-	if q.fifoOwns(attempt) || q.fifoLive(now) {
-		return 0
-	}
-	var buf [32]int64
-	if len(q.fifoMembers(buf[:0])) > 0 || q.blockedByInvisible(now) {
-		return 0
-	}
-	n := max - q.pending
-	if n < 0 {
-		n = 0
-	}
-	return n
-}
-
-// popFIFO decides a FIFO pop of this queue at now. It returns the new picks
-// and whether the queue was blocked by another attempt id's batch.
-func (q *queueState) popFIFO(now int64, attempt string, inv time.Duration, max int, fresh []*store.Message, f tagFilter, newBatch func() uint64, out []pick) (_ []pick, blocked bool, skipped int) {
-	var buf [32]int64
-	members := q.fifoMembers(buf[:0])
-	if len(members) > 0 {
+// fifoDecide decides a FIFO pop of this queue at now (after refresh): the
+// mode and the offsets of entries it delivers again.
+func (q *queueState) fifoDecide(now int64, attempt string, max int, buf []int64) (fifoMode, []int64) {
+	if members := q.fifoMembers(); len(members) > 0 {
 		if attempt != "" && attempt == q.batch.attempt {
-			// The same receive attempt again (its response was lost):
-			// same members, fresh handles, no attempt counted.
-			for i, off := range members {
-				if i >= max {
-					break
-				}
-				out = q.deliver(q.entry(off), off, now, inv, false, out)
+			return fifoRepop, append(buf, members[:min(max, len(members))]...)
+		}
+		for _, off := range members {
+			if q.get(off).visibleAt > now {
+				return fifoBlocked, buf
 			}
-			return out, false, 0
 		}
-		if q.fifoLive(now) {
-			return out, true, 0
-		}
-		// The batch's invisible time ended: deliver it again, counted,
-		// now under this attempt id.
-		q.batch.attempt = attempt
-		for i, off := range members {
-			e := q.entry(off)
-			if i >= max {
-				e.batch = 0
-				continue
-			}
-			out = q.deliver(e, off, now, inv, true, out)
-		}
-		return out, false, 0
+		return fifoExpired, append(buf, members[:min(max, len(members))]...)
 	}
-	if q.blockedByInvisible(now) {
+	// No batch: FIFO order forbids passing an invisible entry (a non-FIFO
+	// delivery or a parked dead letter).
+	if q.nHidden > 0 || len(q.dlDue) > 0 {
+		return fifoBlocked, buf
+	}
+	return fifoNew, q.revivable(max, buf)
+}
+
+// fifoApply carries out a FIFO pop of this queue at now with the messages
+// the driver read (got looks a re-delivered offset up; fresh were read at
+// next). It returns the picks, whether the queue was blocked, and how many
+// messages the filter settled.
+func (q *queueState) fifoApply(now int64, attempt string, inv time.Duration, max int, got func(int64) (*store.Message, bool), fresh []*store.Message, f tagFilter, newBatch func() uint64, out []pick) (_ []pick, blocked bool, skipped int) {
+	var buf [MaxBatch]int64
+	mode, offs := q.fifoDecide(now, attempt, max, buf[:0])
+	switch mode {
+	case fifoBlocked:
 		return out, true, 0
-	}
-	id := newBatch()
-	start := len(out)
-	for i := range q.entries {
-		if len(out)-start >= max {
-			break
-		}
-		e := &q.entries[i]
-		if e.done {
-			continue
-		}
-		off := q.base + int64(i)
-		e.batch = id
-		out = q.deliver(e, off, now, inv, true, out)
-	}
-	out, skipped = q.popFresh(fresh, f, now, inv, max-(len(out)-start), id, out)
-	if len(out) == start {
+	case fifoRepop, fifoExpired:
+		out, skipped = q.fifoAgain(now, attempt, inv, mode == fifoExpired, offs, got, out)
 		return out, false, skipped
 	}
-	q.fifoUsed = true
-	q.batch = fifoBatch{id: id, attempt: attempt, first: out[start].off, last: out[len(out)-1].off}
+	out, skipped = q.fifoNewBatch(now, attempt, inv, max, offs, got, fresh, f, newBatch(), out)
 	return out, false, skipped
+}
+
+// fifoAgain delivers the batch's members offs again: counted, under the
+// new attempt id, when the batch expired (members beyond offs leave it);
+// uncounted for the batch's own attempt id.
+func (q *queueState) fifoAgain(now int64, attempt string, inv time.Duration, expired bool, offs []int64, got func(int64) (*store.Message, bool), out []pick) ([]pick, int) {
+	if expired {
+		q.batch.attempt = attempt
+		for _, off := range q.batch.members[len(offs):] {
+			if e := q.get(off); e != nil {
+				e.batch = 0
+			}
+		}
+		q.batch.members = q.batch.members[:len(offs)]
+	}
+	gone := 0
+	for _, off := range offs {
+		m, ok := got(off)
+		if !ok {
+			break // not read: deliver the prefix, keep the order
+		}
+		if m == nil { // gone from the log (retention)
+			q.settle(q.get(off))
+			gone++
+			continue
+		}
+		out = q.deliver(q.get(off), now, inv, expired, m, out)
+	}
+	return out, gone
+}
+
+// fifoNewBatch forms batch id from the lowest unsettled offsets: the
+// visible entries offs, then fresh messages, up to max.
+func (q *queueState) fifoNewBatch(now int64, attempt string, inv time.Duration, max int, offs []int64, got func(int64) (*store.Message, bool), fresh []*store.Message, f tagFilter, id uint64, out []pick) ([]pick, int) {
+	start, skipped := len(out), 0
+	members := make([]int64, 0, max)
+	complete := true
+	for _, off := range offs {
+		m, ok := got(off)
+		if !ok {
+			complete = false // not read: no fresh message may pass it
+			break
+		}
+		e := q.get(off)
+		if m == nil || !f.match(m.Tags) { // gone from the log, or the filter changed
+			q.settle(e)
+			skipped++
+			continue
+		}
+		e.batch = id
+		out = q.deliver(e, now, inv, true, m, out)
+		members = append(members, off)
+	}
+	if complete {
+		n := len(out)
+		var sk int
+		out, sk = q.popFresh(fresh, f, now, inv, max-(len(out)-start), id, out)
+		skipped += sk
+		for _, p := range out[n:] {
+			members = append(members, p.off)
+		}
+	}
+	if len(out) > start {
+		q.fifoUsed = true
+		q.batch = fifoBatch{id: id, attempt: attempt, members: members}
+	}
+	return out, skipped
 }

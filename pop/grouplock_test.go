@@ -12,60 +12,67 @@ import (
 
 func TestUnlockWithAnotherHoldersTokenReleasesNothing(t *testing.T) {
 	var l topicLock
-	a, ok := l.tryAcquire(1, nil)
+	a, ok := l.tryAcquire(1)
 	require.True(t, ok)
-	ok, _ = l.release(a+1, 2)
+	ok, _, _ = l.release(a+1, 2)
 	require.False(t, ok)
 	require.True(t, l.owns(a))
-	ok, free := l.release(a, 3)
+	ok, free, _ := l.release(a, 3)
 	require.True(t, ok)
 	require.True(t, free)
-	b, ok := l.tryAcquire(4, nil)
+	b, ok := l.tryAcquire(4)
 	require.True(t, ok)
-	ok, _ = l.release(a, 5) // the old holder unlocking late
+	ok, _, _ = l.release(a, 5) // the old holder unlocking late
 	require.False(t, ok)
 	require.True(t, l.owns(b), "the late unlock did not release the new hold")
 }
 
 func TestLockBackstopNeverEvictsAHolderStillInUse(t *testing.T) {
 	var l topicLock
-	live := make(chan struct{})
-	tok, _ := l.tryAcquire(0, live)
+	tok, _ := l.tryAcquire(0)
 	_, evicted := l.evictAbandoned(int64(time.Hour), int64(time.Minute))
 	require.False(t, evicted, "the holder's request is live, however old the hold")
 	require.True(t, l.owns(tok))
 
-	gone, cancel := context.WithCancel(context.Background())
 	var l2 topicLock
-	tok2, _ := l2.tryAcquire(0, gone.Done())
+	tok2, _ := l2.tryAcquire(0)
+	l2.abandon(tok2 + 1) // another hold's request: no effect
+	l2.abandon(tok2)
 	_, evicted = l2.evictAbandoned(int64(30*time.Second), int64(time.Minute))
 	require.False(t, evicted, "not expired yet")
-	cancel()
 	got, evicted := l2.evictAbandoned(int64(2*time.Minute), int64(time.Minute))
 	require.True(t, evicted)
 	require.Equal(t, tok2, got)
-	ok, _ := l2.release(tok2, 0)
+	ok, _, _ := l2.release(tok2, 0)
 	require.False(t, ok, "the evicted holder's unlock releases nothing")
+	tok3, ok := l2.tryAcquire(0)
+	require.True(t, ok)
+	_, evicted = l2.evictAbandoned(int64(time.Hour), int64(time.Minute))
+	require.False(t, evicted, "a new hold starts live")
+	require.True(t, l2.owns(tok3))
 }
 
 func TestLockHandsOverToQueuedWaitersInOrder(t *testing.T) {
 	var l topicLock
-	a, _ := l.tryAcquire(0, nil)
-	w1 := l.enqueue(nil)
-	w2 := l.enqueue(nil)
-	_, ok := l.tryAcquire(0, nil)
+	a, _ := l.tryAcquire(0)
+	w1 := l.enqueue()
+	w2 := l.enqueue()
+	_, ok := l.tryAcquire(0)
 	require.False(t, ok, "queued waiters go first")
-	_, free := l.release(a, 1)
+	_, free, to := l.release(a, 1)
 	require.False(t, free)
-	<-w1.ch
+	require.Same(t, w1, to)
 	require.True(t, w1.granted)
 	require.True(t, l.owns(w1.token))
 	require.False(t, w2.granted)
-	require.False(t, l.cancel(w1, 2), "w1 gives up after the grant: handed on to w2")
-	<-w2.ch
+	free, to = l.cancel(w1, 2)
+	require.False(t, free, "w1 gives up after the grant: handed on to w2")
+	require.Same(t, w2, to)
 	require.True(t, l.owns(w2.token))
-	require.True(t, l.cancel(w2, 3))
-	_, ok = l.tryAcquire(4, nil)
+	free, to = l.cancel(w2, 3)
+	require.True(t, free)
+	require.Nil(t, to)
+	_, ok = l.tryAcquire(4)
 	require.True(t, ok)
 }
 

@@ -3,6 +3,7 @@ package pop
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -99,15 +100,21 @@ func (s *Service) wait(ctx context.Context, ch chan struct{}, until time.Time) {
 }
 
 // Arrived tells the service that (topic, queueID) has new messages; it
-// wakes the long-polling pops of every group of the topic. Wire
-// store.Options.OnAppend to it. It never blocks on a pop in progress for
+// wakes the long-polling pops of every group of the topic. New subscribes
+// it to a Source that can Subscribe (as *store.Store); a host composing
+// another Source calls it itself. It never blocks on a pop in progress for
 // longer than a short in-memory step.
 func (s *Service) Arrived(topic string, queueID int) {
 	s.topicsMu.RLock()
 	gts := s.topics[topic]
 	s.topicsMu.RUnlock()
 	for _, gt := range gts {
-		gt.events.Add(1) // before reading waiters: see Pop's re-check
+		if l := gt.list.Load(); l != nil {
+			if _, ok := slices.BinarySearch(*l, queueID); !ok {
+				gt.list.Store(nil) // a new queue: AllQueues lists again
+			}
+		}
+		gt.events.Add(1) // before reading waiters: see waitForEvent
 		if gt.waiters.Load() > 0 {
 			gt.mu.Lock()
 			broadcastLocked(gt)
@@ -137,18 +144,9 @@ func (s *Service) tick() {
 	s.gts.Range(func(_ gtKey, gt *groupTopic) bool {
 		gt.mu.Lock()
 		s.sweepLocked(gt, now)
-		if gt.waiters.Load() > 0 {
-			due := false
-			for _, qs := range gt.queues {
-				if qs.earliest <= now {
-					qs.refreshEarliest()
-					due = due || qs.earliest <= now
-				}
-			}
-			if due {
-				gt.events.Add(1)
-				broadcastLocked(gt)
-			}
+		if gt.waiters.Load() > 0 && gt.core.due(now) {
+			gt.events.Add(1)
+			broadcastLocked(gt)
 		}
 		gt.mu.Unlock()
 		return true

@@ -255,6 +255,8 @@ func (m *popModel) popFIFO(mq *mQueue, q int, now time.Time, inv time.Duration, 
 
 func (m *popModel) newService() {
 	m.svc = New(m.src, m.opts)
+	svc := m.svc
+	m.src.onAppend = svc.Arrived // as a host wires a Source that cannot Subscribe
 }
 
 func (m *popModel) checkCommitted(t *rapid.T) {

@@ -8,6 +8,12 @@ import (
 // Offsets stores each group's committed offset per queue, fenced by an
 // epoch that changes on every reset. *offset.Manager satisfies it; a nil
 // Options.Offsets uses a MemoryOffsets.
+//
+// Committed and Epoch are called on every pop and ack and must answer from
+// memory. CommitFenced runs outside the Service's mutexes (it may write
+// and fsync a file) but the commits of one group@topic are serialized
+// through it, in order, and an Ack waits for its commit: implementations
+// must not block for long.
 type Offsets interface {
 	// Committed returns the next offset to consume and whether one was
 	// ever committed.

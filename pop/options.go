@@ -83,8 +83,9 @@ type Options struct {
 	// MaxWaitersPerKey and MaxWaiters cap long-polling pops per group@topic
 	// and in total (defaults DefaultMaxWaitersPerKey, DefaultMaxWaiters).
 	MaxWaitersPerKey, MaxWaiters int
-	// HandleKey is the HMAC key that signs receipt handles; nil = 32 random
-	// bytes (handles then do not verify across restarts).
+	// HandleKey is the key receipt handles are MAC'd under (any length;
+	// the MAC keys are derived from it); nil = 32 random bytes (handles then
+	// do not verify across restarts).
 	HandleKey []byte
 	// Now is the clock of every visibility decision (nil = time.Now).
 	Now func() time.Time

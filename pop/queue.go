@@ -1,50 +1,82 @@
 package pop
 
 import (
-	"math"
+	"slices"
 	"time"
 
 	"github.com/brokercore/brokercore/store"
 )
 
-// queue.go is the deterministic core of one (group, topic, queue): plain
-// state and decisions that take `now` as a value. It starts no goroutine,
-// reads no clock and takes no lock; the Service (service.go) serializes
-// calls under its group@topic mutex.
+// queue.go is the deterministic state of one (group, topic, queue): plain
+// data and decisions that take `now` as a value. It starts no goroutine,
+// reads no clock and takes no lock; the Service serializes calls under its
+// group@topic mutex.
+//
+// Only popped, unsettled offsets have an entry (sparse): an acked,
+// dead-lettered or filtered offset has none. An entry keeps offsets and
+// counters, never the message: a redelivery reads the body again. An
+// in-flight entry is kept ordered by visible time (in its duration's lane,
+// or the fallback heap `hidden`: lanes.go), so a pop finds what became
+// visible without scanning the backlog; once its
+// time is over it moves to `visible` (by offset: redeliveries go in
+// order) or, when it reached the dead-letter threshold, to `dlDue`.
 
-const never = math.MaxInt64
+// Where an entry is.
+const (
+	inHidden  uint8 = iota // invisible until visibleAt
+	inVisible              // revivable, in queueState.visible
+	inDLDue                // due for DeadLetter, in queueState.dlDue
+	detached               // an ack's commit is in flight
+)
 
-// entry is one popped message that is not yet behind the committed offset.
+// entry is one popped offset that is not settled. It holds no pointer,
+// and neither do the collections of entries (a slab, a map to slab slots,
+// slot heaps), so the garbage collector never scans the in-flight table.
 type entry struct {
-	msg       *store.Message
+	off       int64
 	visibleAt int64  // unix nanos: invisible (in flight or parked) until then
+	batch     uint64 // FIFO batch id it belongs to; 0 = none
 	attempts  int32  // deliveries so far
 	gen       uint32 // bumped on every delivery, change and park: old handles go stale
-	batch     uint64 // FIFO batch id it belongs to; 0 = none
-	done      bool   // acked, dead-lettered, or a gap the log skipped
+	slot      int32  // its index in queueState.slab
+	hidx      int32  // index in hidden while in the heap
+	hseq      uint32 // hide sequence number: names the lane item that holds it
+	lane      int16  // its lane while where == inHidden; -1 = the heap
+	where     uint8
 }
 
 // fifoBatch is the FIFO in-flight batch of a queue: members are the
-// not-done entries in [first, last] tagged with id.
+// offsets delivered together under one attempt id, in order.
 type fifoBatch struct {
-	id          uint64
-	attempt     string
-	first, last int64
+	id      uint64
+	attempt string
+	members []int64
 }
 
 // queueState is the in-memory pop state of one (group, topic, queue) built
-// under one offset epoch. entries covers every offset in [base, next()):
-// each was popped at least once. Everything below base is done and
-// committed (or being committed).
+// under one offset epoch. Offsets below next without an entry are settled.
+//
+// A *entry is only valid until the next add (the slab may move) and names
+// another entry once its own is settled: callers holding one across an
+// unlock look the offset up again.
 type queueState struct {
 	queue     int
 	inc       uint64 // incarnation: handles of an older state are stale
 	epoch     uint64 // the Offsets epoch this state was built under
-	base      int64
-	entries   []entry
-	pending   int   // not-done entries
-	committed int64 // last offset committed (or the start offset)
-	earliest  int64 // no not-done entry becomes visible before this
+	next      int64  // the next offset to read for a first delivery
+	committed int64  // last offset committed (or the start offset)
+	mustSave  bool   // the start offset must be committed (InitialOffset Latest)
+	slab      []entry
+	free      []int32         // unused slab slots
+	live      map[int64]int32 // offset → slab slot
+	order     []int64         // offsets with an entry, increasing; settled ones dropped lazily
+	head      int             // order[:head] is dropped
+	lanes     []lane          // invisible entries by duration, in visible-time order (lanes.go)
+	hidden    []int32         // other invisible entries' slots: a min-heap on visibleAt
+	nHidden   int             // invisible entries in lanes and heap
+	hseq      uint32          // last hide sequence number
+	visible   []int32         // slots of revivable entries, by offset
+	dlDue     []int32         // slots of entries due for DeadLetter
 	batch     fifoBatch
 	fifoUsed  bool // a FIFO batch was formed: acks may unblock waiters
 }
@@ -60,195 +92,298 @@ type pick struct {
 }
 
 func newQueueState(queue int, inc, epoch uint64, start int64) *queueState {
-	return &queueState{queue: queue, inc: inc, epoch: epoch, base: start, committed: start, earliest: never}
+	return &queueState{queue: queue, inc: inc, epoch: epoch, next: start, committed: start, live: make(map[int64]int32)}
 }
 
-func (q *queueState) next() int64 { return q.base + int64(len(q.entries)) }
+func (q *queueState) pending() int { return len(q.live) }
 
-func (q *queueState) entry(off int64) *entry {
-	if off < q.base || off >= q.next() {
-		return nil
+// get returns the entry of off, or nil.
+func (q *queueState) get(off int64) *entry {
+	if i, ok := q.live[off]; ok {
+		return &q.slab[i]
 	}
-	return &q.entries[off-q.base]
+	return nil
 }
 
-// low is the lowest offset that is not done: the offset that may be
-// committed. It never passes an unacked message.
+// low is the lowest offset that is not settled: the offset that may be
+// committed. It never passes an unacked message; an entry whose ack is
+// committing counts as settled.
 func (q *queueState) low() int64 {
-	for i := range q.entries {
-		if !q.entries[i].done {
-			return q.base + int64(i)
+	for q.head < len(q.order) {
+		e := q.get(q.order[q.head])
+		if e != nil {
+			if e.where != detached {
+				return e.off
+			}
+			break
+		}
+		q.head++
+	}
+	for _, off := range q.order[q.head:] {
+		if e := q.get(off); e != nil && e.where != detached {
+			return off
 		}
 	}
-	return q.next()
+	return q.next
 }
 
-// lowIfDone is low() as it would be once off were done.
-func (q *queueState) lowIfDone(off int64) int64 {
-	for i := range q.entries {
-		o := q.base + int64(i)
-		if !q.entries[i].done && o != off {
-			return o
-		}
-	}
-	return q.next()
-}
-
-// trim drops done entries at the head.
-func (q *queueState) trim() {
-	i := 0
-	for i < len(q.entries) && q.entries[i].done {
-		q.entries[i] = entry{}
-		i++
-	}
-	if i == 0 {
+// compact drops settled offsets from order once they are most of it, so a
+// never-acked head message does not make order grow with every pop.
+func (q *queueState) compact() {
+	if n := len(q.order) - q.head; n < 64 || n < 2*len(q.live) {
 		return
 	}
-	q.base += int64(i)
-	q.entries = q.entries[i:]
-	if len(q.entries) == 0 {
-		q.entries = q.entries[:0:0]
-		if cap(q.entries) == 0 {
-			q.entries = nil
+	o := q.order[:0]
+	for _, off := range q.order[q.head:] {
+		if _, ok := q.live[off]; ok {
+			o = append(o, off)
 		}
 	}
+	clear(q.order[len(o):])
+	q.order, q.head = o, 0
 }
 
-func (q *queueState) markDone(e *entry) {
-	if !e.done {
-		e.done = true
-		e.gen++
-		e.msg = nil
-		q.pending--
+// add records the first delivery of off (at next).
+func (q *queueState) add(off int64, batch uint64) *entry {
+	var i int32
+	if n := len(q.free); n > 0 {
+		i, q.free = q.free[n-1], q.free[:n-1]
+	} else {
+		i = int32(len(q.slab))
+		q.slab = append(q.slab, entry{})
+	}
+	q.slab[i] = entry{off: off, batch: batch, slot: i, hidx: -1, where: detached}
+	q.live[off] = i
+	q.compact()
+	q.order = append(q.order, off)
+	q.next = off + 1
+	return &q.slab[i]
+}
+
+// detach takes e out of whichever collection holds it.
+func (q *queueState) detach(e *entry) {
+	switch e.where {
+	case inHidden:
+		q.nHidden--
+		if e.lane >= 0 {
+			q.laneLeft(int(e.lane))
+		} else {
+			q.heapRemove(int(e.hidx))
+		}
+	case inVisible:
+		i, ok := slices.BinarySearchFunc(q.visible, e.off, func(x int32, off int64) int { return cmpInt(q.slab[x].off, off) })
+		if ok {
+			q.visible = slices.Delete(q.visible, i, i+1)
+		}
+	case inDLDue:
+		if i := slices.Index(q.dlDue, e.slot); i >= 0 {
+			q.dlDue = slices.Delete(q.dlDue, i, i+1)
+		}
+	}
+	e.where = detached
+}
+
+// hide puts a detached e, invisible for dur (0: unknown), among the
+// invisible entries: in dur's lane, or in the heap.
+func (q *queueState) hide(e *entry, dur int64) {
+	e.where = inHidden
+	q.nHidden++
+	q.hseq++
+	if q.hseq == 0 {
+		q.hseq++
+	}
+	e.hseq = q.hseq
+	if li := q.laneOf(dur, e.visibleAt); li >= 0 {
+		e.lane = int16(li)
+		q.lanes[li].items = append(q.lanes[li].items, laneItem{at: e.visibleAt, slot: e.slot, hseq: e.hseq})
+		return
+	}
+	e.lane = -1
+	e.hidx = int32(len(q.hidden))
+	q.hidden = append(q.hidden, e.slot)
+	q.heapUp(int(e.hidx))
+}
+
+// settle removes e: acked, dead-lettered, filtered out or gone from the log.
+func (q *queueState) settle(e *entry) {
+	q.detach(e)
+	delete(q.live, e.off)
+	q.free = append(q.free, e.slot)
+	*e = entry{}
+	if len(q.live) == 0 && len(q.slab) > 1024 {
+		q.slab, q.free = nil, nil // give a drained queue's slab back
 	}
 }
 
 // deliver hands e out again (or for the first time): fresh generation,
 // new invisible time, and one more attempt unless count is false (the
 // same-attemptId FIFO re-pop).
-func (q *queueState) deliver(e *entry, off, now int64, inv time.Duration, count bool, out []pick) []pick {
+func (q *queueState) deliver(e *entry, now int64, inv time.Duration, count bool, m *store.Message, out []pick) []pick {
+	q.detach(e)
 	e.gen++
 	e.visibleAt = now + int64(inv)
 	if count {
 		e.attempts++
 	}
-	if e.visibleAt < q.earliest {
-		q.earliest = e.visibleAt
-	}
-	return append(out, pick{qs: q, off: off, gen: e.gen, att: e.attempts, msg: e.msg})
+	q.hide(e, int64(inv))
+	return append(out, pick{qs: q, off: e.off, gen: e.gen, att: e.attempts, msg: m})
 }
 
-// refreshEarliest recomputes the earliest visible time of not-done entries.
-func (q *queueState) refreshEarliest() {
-	q.earliest = never
-	for i := range q.entries {
-		if e := &q.entries[i]; !e.done && e.visibleAt < q.earliest {
-			q.earliest = e.visibleAt
-		}
-	}
+// change makes e invisible for d from now (ChangeInvisible).
+func (q *queueState) change(e *entry, now int64, d int64) {
+	q.detach(e)
+	e.gen++
+	e.visibleAt = now + d
+	q.hide(e, d)
 }
 
-// deadLetterDue parks every not-done entry whose invisible time ended after
-// maxAttempts deliveries: its handles go stale and it stays invisible for
-// retry while the caller offers it to DeadLetter.
-func (q *queueState) deadLetterDue(now int64, maxAttempts int, retry time.Duration, out []pick) []pick {
-	if now < q.earliest {
-		return out
-	}
-	for i := range q.entries {
-		e := &q.entries[i]
-		if e.done || e.visibleAt > now || int(e.attempts) < maxAttempts {
-			continue
-		}
-		e.gen++
-		e.batch = 0
-		e.visibleAt = now + int64(retry)
-		out = append(out, pick{qs: q, off: q.base + int64(i), gen: e.gen, att: e.attempts, msg: e.msg})
-	}
-	q.refreshEarliest()
-	return out
-}
-
-// revivable counts not-done entries visible at now, up to limit.
-func (q *queueState) revivable(now int64, limit int) int {
-	if now < q.earliest {
-		return 0
-	}
-	n := 0
-	for i := range q.entries {
-		if e := &q.entries[i]; !e.done && e.visibleAt <= now {
-			if n++; n >= limit {
-				break
-			}
-		}
-	}
-	return n
-}
-
-// popRevived redelivers up to max visible not-done entries (non-FIFO).
-func (q *queueState) popRevived(now int64, inv time.Duration, max int, out []pick) []pick {
-	if now < q.earliest || max <= 0 {
-		return out
-	}
-	start := len(out)
-	full := false
-	for i := range q.entries {
-		e := &q.entries[i]
-		if e.done || e.visibleAt > now {
-			continue
-		}
-		if len(out)-start >= max {
-			full = true
+// refresh moves the entries whose invisible time ended at now out of the
+// lanes and the heap: to dlDue if they reached dlAt deliveries (dlAt 0: no dead
+// letters), else to visible.
+func (q *queueState) refresh(now int64, dlAt int32) {
+	moved := false
+	for {
+		e, ok := q.earliestHidden()
+		if !ok || e.visibleAt > now {
 			break
 		}
-		e.batch = 0
-		out = q.deliver(e, q.base+int64(i), now, inv, true, out)
+		q.detach(e)
+		if dlAt > 0 && e.attempts >= dlAt {
+			e.where = inDLDue
+			q.dlDue = append(q.dlDue, e.slot)
+			continue
+		}
+		e.where = inVisible
+		q.visible = append(q.visible, e.slot)
+		moved = true
 	}
-	if !full {
-		q.refreshEarliest()
+	if moved {
+		slices.SortFunc(q.visible, func(a, b int32) int { return cmpInt(q.slab[a].off, q.slab[b].off) })
 	}
-	return out
 }
 
-// popFresh delivers up to max of the messages read at next() (the first
+// due reports whether something became visible by now (a waiter should
+// look again).
+func (q *queueState) due(now int64) bool {
+	if len(q.visible) > 0 || len(q.dlDue) > 0 {
+		return true
+	}
+	e, ok := q.earliestHidden()
+	return ok && e.visibleAt <= now
+}
+
+// park hides a dead-letter candidate while DeadLetter is offered it: its
+// handles go stale and it stays invisible for retry.
+func (q *queueState) park(e *entry, now, retry int64) {
+	q.detach(e)
+	e.gen++
+	e.batch = 0
+	e.visibleAt = now + retry
+	q.hide(e, retry)
+}
+
+// The heap of hidden slots, ordered by visible time; each entry knows its
+// index (hidx).
+
+func (q *queueState) heapLess(i, j int) bool {
+	return q.slab[q.hidden[i]].visibleAt < q.slab[q.hidden[j]].visibleAt
+}
+
+func (q *queueState) heapSwap(i, j int) {
+	h := q.hidden
+	h[i], h[j] = h[j], h[i]
+	q.slab[h[i]].hidx, q.slab[h[j]].hidx = int32(i), int32(j)
+}
+
+func (q *queueState) heapUp(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if !q.heapLess(j, i) {
+			break
+		}
+		q.heapSwap(i, j)
+		j = i
+	}
+}
+
+func (q *queueState) heapDown(i int) {
+	n := len(q.hidden)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && q.heapLess(r, l) {
+			j = r
+		}
+		if !q.heapLess(j, i) {
+			return
+		}
+		q.heapSwap(i, j)
+		i = j
+	}
+}
+
+func (q *queueState) heapRemove(i int) {
+	n := len(q.hidden) - 1
+	q.slab[q.hidden[i]].hidx = -1
+	if i != n {
+		q.hidden[i] = q.hidden[n]
+		q.slab[q.hidden[i]].hidx = int32(i)
+	}
+	q.hidden = q.hidden[:n]
+	if i < n {
+		q.heapDown(i)
+		q.heapUp(i)
+	}
+}
+
+// revivable returns the offsets of up to max visible entries, in order.
+func (q *queueState) revivable(max int, buf []int64) []int64 {
+	for _, i := range q.visible[:min(max, len(q.visible))] {
+		buf = append(buf, q.slab[i].off)
+	}
+	return buf
+}
+
+// popFresh delivers up to max of the messages read at next (the first
 // delivery of each), tagging them with batch (0 for non-FIFO). A message
-// the filter rejects is settled at once (done, never delivered); skipped
-// counts them.
+// the filter rejects is settled at once (never delivered); skipped counts
+// them. Offsets the log skipped (retention) are settled too.
 func (q *queueState) popFresh(msgs []*store.Message, f tagFilter, now int64, inv time.Duration, max int, batch uint64, out []pick) (_ []pick, skipped int) {
 	start := len(out)
 	for _, m := range msgs {
 		if len(out)-start >= max {
 			break
 		}
-		if m == nil || m.QueueOffset < q.next() {
+		if m == nil || m.QueueOffset < q.next {
 			continue
 		}
-		for q.next() < m.QueueOffset { // a gap the log skipped (retention)
-			q.entries = append(q.entries, entry{done: true})
-		}
 		if !f.match(m.Tags) {
-			q.entries = append(q.entries, entry{done: true})
+			q.next = m.QueueOffset + 1
 			skipped++
 			continue
 		}
-		q.entries = append(q.entries, entry{msg: m, batch: batch})
-		q.pending++
-		out = q.deliver(&q.entries[len(q.entries)-1], m.QueueOffset, now, inv, true, out)
-	}
-	if skipped > 0 {
-		q.trim()
+		out = q.deliver(q.add(m.QueueOffset, batch), now, inv, true, m, out)
 	}
 	return out, skipped
 }
 
-// skipTo moves next() forward to off (the log no longer has what lies
-// before it); the skipped offsets count as done.
+// skipTo moves next forward to off (the log no longer has what lies
+// before it); the skipped offsets count as settled.
 func (q *queueState) skipTo(off int64) {
-	if len(q.entries) == 0 && off > q.base {
-		q.base = off
-		return
+	if off > q.next {
+		q.next = off
 	}
-	for q.next() < off {
-		q.entries = append(q.entries, entry{done: true})
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
 	}
+	return 0
 }

@@ -84,7 +84,7 @@ func TestFIFORetryWaitsForLockOnRealStore(t *testing.T) {
 	hook.Store(s)
 	defer s.Close()
 
-	out := runFieldReport(t, s, src, func() func() { return src.gate(1) }, src.entered)
+	out := runFieldReport(t, s, false, func() func() { return src.gate(1) }, src.entered)
 	require.Zero(t, out.empty)
 	require.Zero(t, out.errs)
 	require.Len(t, out.results, 16)
@@ -101,10 +101,10 @@ func TestFieldReportChainWithFailFastFIFORetryOnRealStore(t *testing.T) {
 	appendN(t, st, "T", 0, 4)
 	appendN(t, st, "T", 1, 1)
 	src := newGatedSource(st)
-	s := New(src, Options{Now: newFakeClock().Now, LockWait: 30 * time.Second})
-	s.failFastFIFO = true
-	defer s.Close()
-	out := runFieldReport(t, s, src, func() func() { return src.gate(1) }, src.entered)
+	svc := New(src, Options{Now: newFakeClock().Now, LockWait: 30 * time.Second})
+	defer svc.Close()
+	s := &failFastService{Service: svc}
+	out := runFieldReport(t, s, true, func() func() { return src.gate(1) }, src.entered)
 	require.Equal(t, 16, out.empty, "the broken design answers every colliding retry empty")
 }
 
@@ -172,11 +172,13 @@ func TestArrivalFromRealStoreWakesLongPoll(t *testing.T) {
 
 var _ Source = (*store.Store)(nil)
 
-// TestRetentionPastTheNextOffsetSkipsAheadAndKeepsInFlight: the store
+// TestRetentionPastTheNextOffsetSkipsAheadAndSettlesWhatIsGone: the store
 // retained segments the group had not read yet; the pop skips to the new
-// MinOffset (logged), in-flight messages are still redelivered from memory,
-// and the commit moves past the skipped range once they are acked.
-func TestRetentionPastTheNextOffsetSkipsAheadAndKeepsInFlight(t *testing.T) {
+// MinOffset (logged). In-flight entries keep offsets, not bodies (issue
+// 15): those whose messages retention removed cannot be delivered again,
+// so they are settled (logged at WARN) instead of wedging the commit, and
+// the commit moves past the retained range.
+func TestRetentionPastTheNextOffsetSkipsAheadAndSettlesWhatIsGone(t *testing.T) {
 	var hook atomic.Pointer[Service]
 	st, err := store.Open(t.TempDir(), store.Options{Sync: store.SyncNone, SegmentSize: 4096, MaxBytes: 1, RetainEvery: -1})
 	require.NoError(t, err)
@@ -205,8 +207,9 @@ func TestRetentionPastTheNextOffsetSkipsAheadAndKeepsInFlight(t *testing.T) {
 	clock.Advance(10 * time.Second)
 	r3, err := s.Pop(bg, req0(2, 10*time.Second))
 	require.NoError(t, err)
-	require.Equal(t, []int64{0, 1}, offsetsOf(r3), "in-flight messages survive retention")
+	require.Equal(t, []int64{min, min + 1}, offsetsOf(r3), "what retention removed is settled, what is left redelivered")
+	require.Equal(t, []int{2, 2}, attemptsOf(r3))
 	ackAll(t, s, r3)
 	c, _ := offs.Committed("g", "T", 0)
-	require.Equal(t, min, c, "the commit moved past the retained range")
+	require.Equal(t, min+2, c, "the commit moved past the retained range")
 }

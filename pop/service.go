@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,8 +17,8 @@ import (
 
 // Source is the log pop reads from. *store.Store satisfies it.
 //
-// Ownership: the messages Read returns become the Service's; it keeps them
-// while they are in flight and hands the same pointers to every delivery.
+// Ownership: the messages Read returns are handed to the caller of Pop;
+// the Service keeps no reference to them (a redelivery reads again).
 type Source interface {
 	Read(topic string, queueID int, offset int64, max int) ([]*store.Message, error)
 	MinOffset(topic string, queueID int) int64
@@ -51,8 +52,8 @@ type Request struct {
 
 // Delivery is one popped message.
 type Delivery struct {
-	// Message is shared with the Service's in-flight table (and with later
-	// deliveries of the same message): treat it as read-only.
+	// Message is as the Source's Read returned it; the Service keeps no
+	// reference to it.
 	Message  *store.Message
 	Handle   string // receipt handle: opaque, tamper-evident
 	Attempts int    // 1 on first delivery
@@ -74,21 +75,44 @@ type Result struct {
 type gtKey struct{ group, topic string }
 
 // groupTopic is the state of one group@topic: the serialization lock, the
-// per-queue states and the long-polling waiters. mu guards everything but
-// the atomics; it is only ever held for short in-memory steps — never
-// across a Source read, a DeadLetter call or a wait.
+// deterministic core and the long-polling waiters. mu guards lock, core,
+// notify and lockFree; it is only ever held for short in-memory steps —
+// never across a Source read, an Offsets commit, a DeadLetter call or a
+// wait. commitMu serializes the group@topic's commits so that they reach
+// Offsets in order; it is taken before mu, never while holding it.
 type groupTopic struct {
-	key        gtKey
-	mu         sync.Mutex
-	lock       topicLock
-	queues     map[int]*queueState
-	rr         int
-	filter     tagFilter     // the group's subscription on the topic
-	subscribed bool          // filter was set by a pop
-	notify     chan struct{} // closed by broadcastLocked; nil while nobody waits
-	lockFree   chan struct{} // closed by broadcastLockFreeLocked
+	key      gtKey
+	tag      gtTag // of its receipt handles
+	mu       sync.Mutex
+	commitMu sync.Mutex
+	lock     topicLock
+	core     *core
+	view     gtView
+	list     atomic.Pointer[[]int]         // cached Source.Queues for AllQueues; nil = list again
+	notify   chan struct{}                 // closed by broadcastLocked; nil while nobody waits
+	lockFree chan struct{}                 // closed by broadcastLockFreeLocked
+	lockWake map[*lockWaiter]chan struct{} // a queued FIFO retry sleeps on its channel
+	// holderDone is the ctx.Done of the lock holder's request (holderTok):
+	// once it is closed the sweep marks the hold abandoned.
+	holderDone <-chan struct{}
+	holderTok  uint64
 	waiters    atomic.Int64
 	events     atomic.Uint64 // bumped by every wake-up source except lock release
+}
+
+// gtView is the core's view of the Source and the Offsets for one
+// group@topic.
+type gtView struct {
+	src          Source
+	offsets      Offsets
+	group, topic string
+}
+
+func (v gtView) MinOffset(q int) int64 { return v.src.MinOffset(v.topic, q) }
+func (v gtView) MaxOffset(q int) int64 { return v.src.MaxOffset(v.topic, q) }
+func (v gtView) Epoch(q int) uint64    { return v.offsets.Epoch(v.group, v.topic, q) }
+func (v gtView) Committed(q int) (int64, bool) {
+	return v.offsets.Committed(v.group, v.topic, q)
 }
 
 // Service pops, acks and changes the invisible time of messages of a
@@ -100,25 +124,19 @@ type Service struct {
 	log     *slog.Logger
 	signer  *signer
 	nonce   uint64
+	coreCfg coreConfig
 
 	gts      *xsync.MapOf[gtKey, *groupTopic]
 	topicsMu sync.RWMutex
 	topics   map[string][]*groupTopic
 
-	incSeq   atomic.Uint64
-	batchSeq atomic.Uint64
-	waiters  atomic.Int64
-	closed   atomic.Bool
-	done     chan struct{}
-	srcDone  doner  // the Source, if it has a Done channel
-	unsub    func() // cancels the Source subscription; nil if none
-	wg       sync.WaitGroup
-	st       counters
-
-	// failFastFIFO is a test-only switch that restores the broken design of
-	// the field report (a contended FIFO retry returns empty at once like a
-	// non-FIFO pop); the field report test uses it to show it would fail.
-	failFastFIFO bool
+	waiters atomic.Int64
+	closed  atomic.Bool
+	done    chan struct{}
+	srcDone doner  // the Source, if it has a Done channel
+	unsub   func() // cancels the Source subscription; nil if none
+	wg      sync.WaitGroup
+	st      counters
 }
 
 // Optional capabilities of a Source, found by type assertion in New.
@@ -144,7 +162,12 @@ func New(src Source, opts Options) *Service {
 	opts = opts.withDefaults()
 	var nb [8]byte
 	_, _ = rand.Read(nb[:])
+	cfg := coreConfig{initial: opts.InitialOffset, dlRetry: int64(opts.DeadLetterRetry)}
+	if opts.DeadLetter != nil {
+		cfg.dlAt = int32(min(opts.MaxAttempts, math.MaxInt32))
+	}
 	s := &Service{
+		coreCfg: cfg,
 		src:     src,
 		opts:    opts,
 		offsets: opts.Offsets,
@@ -182,6 +205,18 @@ func (s *Service) Close() error {
 // isClosed reports whether the Service or its Source was closed.
 func (s *Service) isClosed() bool { return s.closed.Load() || isDone(s.sourceDone()) }
 
+func isDone(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // sourceDone is the Source's Done channel (nil, never ready, if it has
 // none). It is asked at every use, so a Source that swaps what it wraps
 // answers for the current one.
@@ -208,7 +243,8 @@ func (s *Service) groupTopic(group, topic string) *groupTopic {
 		return gt
 	}
 	gt, loaded := s.gts.LoadOrCompute(k, func() *groupTopic {
-		return &groupTopic{key: k, queues: make(map[int]*queueState)}
+		return &groupTopic{key: k, tag: s.signer.tag(group, topic), core: newCore(group, topic, s.coreCfg, s.log, &s.st),
+			view: gtView{src: s.src, offsets: s.offsets, group: group, topic: topic}}
 	})
 	if !loaded {
 		s.topicsMu.Lock()
@@ -272,65 +308,16 @@ func (s *Service) clamp(d time.Duration) (time.Duration, bool) {
 	return d, false
 }
 
-// stateLocked returns the queue's state, dropping it first if the offset
-// epoch changed (a reset): popping then restarts at the committed offset.
-func (s *Service) stateLocked(gt *groupTopic, queue int) *queueState {
-	g, t := gt.key.group, gt.key.topic
-	ep := s.offsets.Epoch(g, t, queue)
-	qs := gt.queues[queue]
-	if qs != nil && qs.epoch == ep {
-		return qs
-	}
-	start, ok := s.offsets.Committed(g, t, queue)
-	if !ok {
-		if s.opts.InitialOffset == Latest {
-			start = s.src.MaxOffset(t, queue)
-			if err := s.offsets.CommitFenced(g, t, queue, start, ep); err != nil {
-				s.log.Warn("pop: committing initial latest offset failed", "group", g, "topic", t, "queue", queue, "offset", start, "err", err)
-			}
-		} else {
-			start = s.src.MinOffset(t, queue)
-		}
-	}
-	if min := s.src.MinOffset(t, queue); start < min {
-		s.log.Warn("pop: committed offset below the log's min offset, skipping ahead", "group", g, "topic", t, "queue", queue, "committed", start, "min", min)
-		start = min
-	}
-	if qs != nil {
-		s.st.resets.Add(1)
-		s.log.Info("pop: offset epoch changed, dropping in-memory queue state", "group", g, "topic", t, "queue", queue,
-			"old_epoch", qs.epoch, "epoch", ep, "restart_at", start, "dropped_in_flight", qs.pending)
-	}
-	qs = newQueueState(queue, s.incSeq.Add(1), ep, start)
-	gt.queues[queue] = qs
-	return qs
-}
-
-// commitLocked commits the queue's low-water mark if it moved.
-func (s *Service) commitLocked(gt *groupTopic, qs *queueState) {
-	low := qs.low()
-	if low <= qs.committed {
-		return
-	}
-	if err := s.offsets.CommitFenced(gt.key.group, gt.key.topic, qs.queue, low, qs.epoch); err != nil {
-		s.st.commitErrors.Add(1)
-		s.log.Warn("pop: commit failed", "group", gt.key.group, "topic", gt.key.topic, "queue", qs.queue, "offset", low, "epoch", qs.epoch, "err", err)
-		return
-	}
-	s.st.commits.Add(1)
-	qs.committed = low
-}
-
 func (s *Service) deliveries(gt *groupTopic, picks []pick) []Delivery {
 	out := make([]Delivery, len(picks))
 	for i, p := range picks {
 		out[i] = Delivery{
 			Message:  p.msg,
 			Attempts: int(p.att),
-			Handle: s.signer.encode(handle{
+			Handle: s.signer.encodeWith(handle{
 				nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen,
 				group: gt.key.group, topic: gt.key.topic,
-			}),
+			}, gt.tag),
 		}
 	}
 	return out

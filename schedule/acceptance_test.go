@@ -14,7 +14,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -292,7 +294,8 @@ func TestAcceptRejectedDelayIsLoggedWithItsKeys(t *testing.T) {
 	e := newEnv(t)
 	var lb logBuffer
 	opts := e.opts()
-	opts.Logger = slog.New(slog.NewTextHandler(&lb, nil))
+	// An error returned to the caller is logged at DEBUG (issue 14).
+	opts.Logger = slog.New(slog.NewTextHandler(&lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := newSched(t, e.st, opts)
 	_, err := s.Delay(&store.Message{Topic: "rejected-topic", Body: []byte("x")}, 0)
 	require.ErrorIs(t, err, schedule.ErrInvalid)
@@ -423,7 +426,7 @@ func TestAcceptTickRechecksDueTimesWhileStarted(t *testing.T) {
 	produce(t, s, e.st, &store.Message{Topic: "real", Body: []byte("b")}, 1)
 	e.clk.Advance(time.Hour)
 	reads := e.clk.reads.Load()
-	time.Sleep(20 * tick)
+	assert.False(t, goroutineIn("schedule.(*Scheduler).loop"), "Stop returned with a delivery loop still running")
 	assert.Equal(t, int64(1), e.st.MaxOffset("real", 0), "a stopped scheduler delivers nothing")
 	assert.LessOrEqual(t, e.clk.reads.Load()-reads, int64(0), "a stopped scheduler reads no clock")
 }
@@ -652,7 +655,11 @@ func TestAcceptZombieDeliveryOfAnOldGenerationCannotDeliverTwice(t *testing.T) {
 		assert.NoError(t, s.Stop())
 		assert.NoError(t, s.Start())
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Let the flap get going: Stop is then fencing the in-flight append
+	// (or, were it broken, already through).
+	require.Eventually(t, func() bool {
+		return goroutineIn("schedule.(*Scheduler).Stop")
+	}, 5*time.Second, time.Millisecond)
 	g.close()
 	<-flapped
 	require.Eventually(t, func() bool { return e.st.MaxOffset("real", 0) >= n }, 5*time.Second, time.Millisecond)
@@ -697,7 +704,7 @@ func testInterleaving(t *testing.T, withFile bool) {
 			default:
 				_ = s.Progress()
 				_ = s.Stats()
-				time.Sleep(100 * time.Microsecond)
+				runtime.Gosched()
 			}
 		}
 	}()
@@ -714,7 +721,9 @@ func testInterleaving(t *testing.T, withFile bool) {
 					assert.NoError(t, s.Stop())
 				}
 				e.clk.Advance(time.Duration(r.IntN(300)) * time.Millisecond)
-				time.Sleep(time.Duration(r.IntN(500)) * time.Microsecond)
+				for range r.IntN(50) {
+					runtime.Gosched()
+				}
 			}
 		}()
 	}
@@ -798,7 +807,7 @@ func TestAcceptAFailedAppendIsRetriedFromTheSameOffsetNeverSkipped(t *testing.T)
 	assert.Equal(t, []string{"0", "1", "2"}, bodies(readAll(t, e.st, "real", 0)))
 	assert.Equal(t, int64(3), s.Progress()[1])
 	assert.GreaterOrEqual(t, g.appends.Load(), int64(4), "the failures were retried")
-	assert.GreaterOrEqual(t, s.Stats().Retried, int64(3))
+	assert.GreaterOrEqual(t, s.Stats().Retried, uint64(3))
 }
 
 // retainedLog is a Log whose MinOffset of the schedule queues has moved up
@@ -837,7 +846,7 @@ func TestAcceptRetentionMovingMinOffsetIsSkippedAndLoggedNotAWedge(t *testing.T)
 	require.NoError(t, s.Stop())
 	assert.Equal(t, []string{"2", "3", "4"}, bodies(readAll(t, e.st, "real", 0)))
 	assert.Contains(t, lb.String(), "level=WARN", "what retention took is logged as a warning")
-	assert.Equal(t, int64(2), s.Stats().Skipped)
+	assert.Equal(t, uint64(2), s.Stats().Skipped)
 }
 
 func TestAcceptStopDoesNotWaitOutARetryBackoff(t *testing.T) {
@@ -891,3 +900,9 @@ func TestAcceptRestartOfTheWholeHostNeitherLosesNorRepeats(t *testing.T) {
 
 // *store.Store satisfies Log, as the contract says.
 var _ schedule.Log = (*store.Store)(nil)
+
+// goroutineIn reports whether some goroutine's stack is in fn.
+func goroutineIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+}

@@ -6,12 +6,12 @@ import (
 	"github.com/brokercore/brokercore/store"
 )
 
-// The delivery core: step is a plain method over the level's state that takes
-// the time as a value; loop is the thin driver (one goroutine per level and
-// generation, a ticker, the stop channel).
+// The delivery core: step is a plain method over a lane's state that takes
+// the time as a value; loop is the thin driver (one goroutine per lane and
+// generation, a ticker, the stop channel). Tests call step directly.
 
-// cursor is a loop's own position, like the offset a RocketMQ delivery task
-// carries. Start takes it from the level's progress after the previous
+// cursor is a level loop's own position, like the offset a RocketMQ delivery
+// task carries. Start takes it from the level's progress after the previous
 // generation has fully ended, and only the loop moves it; the generation
 // guard is what keeps a second cursor for the same level from acting.
 type cursor struct {
@@ -25,11 +25,11 @@ type stepResult struct {
 }
 
 // step delivers, under lv.mu, the due prefix of the level's queue from the
-// cursor: one batch, one append, one progress update.
-func (s *Scheduler) step(e *epoch, lv *level, c *cursor) stepResult {
+// cursor at time now: one batch, one append, one progress update.
+func (s *Scheduler) step(g *generation, lv *level, c *cursor, now time.Time) stepResult {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
-	if !s.isCurrent(e) {
+	if !s.isCurrent(g) {
 		return stepResult{stale: true}
 	}
 	if lv.unsaved {
@@ -37,27 +37,26 @@ func (s *Scheduler) step(e *epoch, lv *level, c *cursor) stepResult {
 		// let a crash repeat more than the batch in flight, so hold back
 		// until the file can be written.
 		if err := s.persist(); err != nil {
-			s.log.Error("schedule: progress still not saved, delivery held back", "level", lv.n, "next", lv.next.Load(), "err", err)
+			s.log.Error("schedule: progress still not saved, delivery held back", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", lv.next.Load(), "err", err)
 			return stepResult{failed: true}
 		}
 		lv.unsaved = false
 	}
-	return s.deliverDue(e, lv, c, s.now())
+	return s.deliverDue(g, lv, c, now)
 }
 
-func (s *Scheduler) deliverDue(e *epoch, lv *level, c *cursor, now time.Time) stepResult {
+func (s *Scheduler) deliverDue(g *generation, lv *level, c *cursor, now time.Time) stepResult {
 	if lo := s.src.MinOffset(Topic, lv.queue); c.next < lo {
-		s.log.Warn("schedule: retention removed undelivered messages", "level", lv.n, "queue", lv.queue, "from", c.next, "to", lo, "lost", lo-c.next, "generation", e.n)
-		lv.skipped.Add(lo - c.next)
-		c.next = lo
-		lv.next.Store(lo)
-		if s.persistFrom(lv); lv.unsaved {
+		s.log.Warn("schedule: retention removed undelivered messages", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", c.next, "to", lo, "lost", lo-c.next, "generation", g.n)
+		lv.skipped.Add(uint64(lo - c.next))
+		if _, err := s.commit(nil, lv, lo, nil, func() { c.next = lo; lv.next.Store(lo) }); err != nil {
+			s.saveFailed(lv, err)
 			return stepResult{failed: true}
 		}
 	}
-	msgs, err := s.src.Read(Topic, lv.queue, c.next, s.maxBatch)
+	msgs, err := s.src.Read(Topic, lv.queue, c.next, s.opts.MaxBatch)
 	if err != nil {
-		s.log.Warn("schedule: read failed, will retry", "level", lv.n, "queue", lv.queue, "offset", c.next, "err", err)
+		s.log.Warn("schedule: read failed, will retry", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", c.next, "err", err)
 		return stepResult{failed: true}
 	}
 	if len(msgs) == 0 {
@@ -81,7 +80,7 @@ func (s *Scheduler) deliverDue(e *epoch, lv *level, c *cursor, now time.Time) st
 			out = append(out, m)
 		} else {
 			lv.malformed.Add(1)
-			s.log.Warn("schedule: record without scheduling properties skipped", "level", lv.n, "queue", lv.queue, "offset", offset)
+			s.log.Warn("schedule: record without scheduling properties skipped", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", offset)
 		}
 		next = offset + 1
 	}
@@ -89,41 +88,41 @@ func (s *Scheduler) deliverDue(e *epoch, lv *level, c *cursor, now time.Time) st
 		lv.oldestDue.Store(pending.UnixNano())
 		return stepResult{}
 	}
-	if len(out) > 0 {
-		if err := s.src.Append(out...); err != nil {
-			lv.retried.Add(1)
-			lv.oldestDue.Store(firstDue.UnixNano())
-			s.log.Warn("schedule: append failed, will retry the same offset", "level", lv.n, "queue", lv.queue, "offset", c.next, "messages", len(out), "generation", e.n, "err", err)
-			return stepResult{failed: true}
-		}
+	appended, err := s.commit(out, lv, next, nil, func() {
+		c.next = next
+		lv.next.Store(next)
+		lv.delivered.Add(uint64(len(out)))
+	})
+	if !appended {
+		lv.retried.Add(1)
+		lv.oldestDue.Store(firstDue.UnixNano())
+		s.log.Warn("schedule: append failed, will retry the same offset", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", c.next, "messages", len(out), "generation", g.n, "err", err)
+		return stepResult{failed: true}
 	}
-	c.next = next
-	lv.next.Store(next)
-	lv.delivered.Add(int64(len(out)))
 	if pending.IsZero() {
 		lv.oldestDue.Store(0)
 	} else {
 		lv.oldestDue.Store(pending.UnixNano())
 	}
-	s.persistFrom(lv)
+	if err != nil {
+		s.saveFailed(lv, err)
+	}
 	return stepResult{more: pending.IsZero() && !lv.unsaved}
 }
 
-// persistFrom records progress after a batch; the caller holds lv.mu. On a
-// failure the level delivers nothing more until a retry of the write works.
-func (s *Scheduler) persistFrom(lv *level) {
-	if err := s.persist(); err != nil {
-		lv.unsaved = true
-		s.log.Error("schedule: progress not saved", "level", lv.n, "next", lv.next.Load(), "err", err)
-	}
+// saveFailed marks a level whose progress write failed after its append: it
+// delivers nothing more until a retry of the write works.
+func (s *Scheduler) saveFailed(lv *level, err error) {
+	lv.unsaved = true
+	s.log.Error("schedule: progress not saved", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", lv.next.Load(), "err", err)
 }
 
-// loop drives one level for generation e until e ends.
-func (s *Scheduler) loop(e *epoch, lv *level, c cursor) {
-	home := e
-	defer s.all.Done()
-	defer home.wg.Done()
-	t := time.NewTicker(s.tick)
+// loop drives one lane for generation g until g ends: step at once, then at
+// every tick, again at once after a full batch, and after a failure only
+// once a backoff (counted in ticks, so Stop ends it at once) has passed.
+func (s *Scheduler) loop(g *generation, step func(now time.Time) stepResult) {
+	defer g.wg.Done()
+	t := time.NewTicker(s.opts.Tick)
 	defer t.Stop()
 	var backoff time.Duration
 	wait := 0 // ticks left before the next attempt
@@ -131,13 +130,13 @@ func (s *Scheduler) loop(e *epoch, lv *level, c cursor) {
 		if wait > 0 {
 			wait--
 		} else {
-			r := s.step(e, lv, &c)
+			r := step(s.now())
 			switch {
 			case r.stale:
 				return
 			case r.failed:
-				backoff = min(max(2*backoff, s.tick), max(MaxRetryBackoff, s.tick))
-				wait = int(backoff/s.tick) - 1
+				backoff = min(max(2*backoff, s.opts.Tick), max(MaxRetryBackoff, s.opts.Tick))
+				wait = int(backoff/s.opts.Tick) - 1
 			case r.more:
 				backoff = 0
 				continue
@@ -146,17 +145,8 @@ func (s *Scheduler) loop(e *epoch, lv *level, c cursor) {
 			}
 		}
 		select {
-		case <-e.stop:
-			if !s.guardOff {
-				return
-			}
-			// The field report's finally block: "if started, schedule my
-			// successor on the current timer".
-			n := s.cur.Load()
-			if n == nil {
-				return
-			}
-			e = n
+		case <-g.stop:
+			return
 		case <-t.C:
 		}
 	}

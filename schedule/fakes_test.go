@@ -2,10 +2,13 @@ package schedule
 
 import (
 	"errors"
+	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/internal/fsx"
 	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/require"
@@ -52,7 +55,7 @@ func (l *fakeLog) Append(msgs ...*store.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	delivery := msgs[0].Topic != Topic
+	delivery := !isSystemTopic(msgs[0].Topic)
 	if delivery {
 		l.mu.Lock()
 		h := l.hook
@@ -93,7 +96,7 @@ func (l *fakeLog) Read(topic string, queueID int, offset int64, max int) ([]*sto
 	defer l.mu.Unlock()
 	k := qkey{topic, queueID}
 	if offset < l.base[k] {
-		return nil, errors.New("fake: offset too small")
+		return nil, fmt.Errorf("fake: offset %d below %d: %w", offset, l.base[k], store.ErrOffsetTooSmall)
 	}
 	q := l.queues[k]
 	i := offset - l.base[k]
@@ -194,6 +197,33 @@ func waitUntil(t interface {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(200 * time.Microsecond)
+		runtime.Gosched()
 	}
+}
+
+// yieldN gives other goroutines n chances to run: a slow step without
+// sleeping on the real clock.
+func yieldN(n int) {
+	for i := 0; i < n; i++ {
+		runtime.Gosched()
+	}
+}
+
+// loadProgress reads the levels of the progress file at path (nil if none).
+func loadProgress(path string) (map[int]int64, error) {
+	b, err := loadProgressFile(fsx.OS, path)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	p, err := decodeProgress(b)
+	return p.levels, err
+}
+
+// saveProgress writes a progress file holding only levels.
+func saveProgress(path string, levels map[int]int64) error {
+	return fsx.WriteFile(nil, path, encodeLevels(levels), 0o644)
+}
+
+func encodeLevels(levels map[int]int64) []byte {
+	return encodeProgress(progress{levels: levels, timer: timerState{done: noneDone}})
 }

@@ -39,25 +39,17 @@ func (s *Scheduler) Delay(m *store.Message, level int) (*store.Message, error) {
 		return nil, fmt.Errorf("delay: nil message: %w", ErrInvalid)
 	}
 	if level < 1 {
-		s.log.Warn("schedule: delay rejected", "topic", m.Topic, "queue", m.QueueID, "level", level, "reason", "level below 1")
+		s.log.Debug("schedule: delay rejected", "topic", m.Topic, "queue", m.QueueID, "level", level, "reason", "level below 1")
 		return nil, fmt.Errorf("delay: level %d below 1: %w", level, ErrInvalid)
 	}
-	if m.Topic == "" || m.Topic == Topic || m.QueueID < 0 {
-		s.log.Warn("schedule: delay rejected", "topic", m.Topic, "queue", m.QueueID, "level", level, "reason", "bad topic or queue")
+	if m.Topic == "" || isSystemTopic(m.Topic) || m.QueueID < 0 {
+		s.log.Debug("schedule: delay rejected", "topic", m.Topic, "queue", m.QueueID, "level", level, "reason", "bad topic or queue")
 		return nil, fmt.Errorf("delay: topic %q queue %d: %w", m.Topic, m.QueueID, ErrInvalid)
 	}
 	if level > len(s.levels) {
 		level = len(s.levels)
 	}
-	props := make(map[string]string, len(m.Properties)+4)
-	for k, v := range m.Properties {
-		props[k] = v
-	}
-	if props[PropUniqKey] == "" {
-		props[PropUniqKey] = newUniqKey()
-	}
-	props[PropRealTopic] = m.Topic
-	props[PropRealQueue] = strconv.Itoa(m.QueueID)
+	props := rewriteProps(m, 1)
 	props[PropDelayLevel] = strconv.Itoa(level)
 	return &store.Message{
 		Topic:          Topic,
@@ -71,6 +63,21 @@ func (s *Scheduler) Delay(m *store.Message, level int) (*store.Message, error) {
 	}, nil
 }
 
+// rewriteProps copies m's properties (with room for extra more), gives the
+// copy a UNIQ_KEY if it has none and records the real topic and queue.
+func rewriteProps(m *store.Message, extra int) map[string]string {
+	props := make(map[string]string, len(m.Properties)+3+extra)
+	for k, v := range m.Properties {
+		props[k] = v
+	}
+	if props[PropUniqKey] == "" {
+		props[PropUniqKey] = newUniqKey()
+	}
+	props[PropRealTopic] = m.Topic
+	props[PropRealQueue] = strconv.Itoa(m.QueueID)
+	return props
+}
+
 // restore turns a message read from the schedule topic back, in place, into
 // the message the producer sent: real topic and queue, the scheduling
 // properties removed, the assigned fields cleared (the log assigns new ones).
@@ -80,7 +87,7 @@ func (s *Scheduler) Delay(m *store.Message, level int) (*store.Message, error) {
 func restore(m *store.Message) (ok bool) {
 	topic := m.Properties[PropRealTopic]
 	q, err := strconv.Atoi(m.Properties[PropRealQueue])
-	if topic == "" || topic == Topic || err != nil || q < 0 {
+	if topic == "" || isSystemTopic(topic) || err != nil || q < 0 {
 		return false
 	}
 	delete(m.Properties, PropRealTopic)

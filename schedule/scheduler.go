@@ -1,12 +1,14 @@
 package schedule
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/brokercore/brokercore/internal/fsx"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -24,86 +26,40 @@ type Log interface {
 	MaxOffset(topic string, queueID int) int64
 }
 
-// Topic is where delayed messages wait: level L lives in queue L-1.
-const Topic = "SCHEDULE_TOPIC_XXXX"
-
-// DefaultLevels are RocketMQ's 18 delay levels, used when Options.Levels is "".
-const DefaultLevels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-
-// DefaultTick is how often, at the latest, a started level re-checks due
-// times when Options.Tick is 0.
-const DefaultTick = 100 * time.Millisecond
-
-// DefaultMaxBatch is how many due messages one append carries at most when
-// Options.MaxBatch is 0 (the store's MaxReadBatch). Progress is persisted once
-// per batch, so a crash delivers at most this many messages of a level again.
-const DefaultMaxBatch = 1024
-
-// MaxRetryBackoff caps the wait between retries of a failed append. The wait
-// starts at one Tick and doubles; it is counted in ticks, so Stop ends it at
-// once and tests with a short Tick never sleep long.
-const MaxRetryBackoff = 5 * time.Second
-
-// Options configure a Scheduler. The zero value is a working default.
-type Options struct {
-	// Levels is the string form of the delay levels ("1s 5s 1m 2h 1d");
-	// "" means DefaultLevels. See ParseLevels.
-	Levels string
-	// ProgressPath is the progress file (level -> next offset). "" keeps
-	// progress in memory only: a new Scheduler then starts each level at the
-	// queue's MinOffset and delivers everything still in the log again.
-	ProgressPath string
-	// Now is the clock every due decision reads; nil means time.Now.
-	Now func() time.Time
-	// Logger receives lifecycle, recovery, retry and loss lines; nil
-	// discards them.
-	Logger *slog.Logger
-	// Tick is how often a started level re-checks due times; 0 means
-	// DefaultTick.
-	Tick time.Duration
-	// MaxBatch caps the messages per append; 0 means DefaultMaxBatch.
-	MaxBatch int
-}
-
-// Scheduler moves delayed messages from Topic back to their real topic when
-// they are due. Its methods are safe for concurrent use; Start and Stop may be
-// called from any goroutine in any order.
+// Scheduler moves delayed messages from Topic, and timer messages from
+// TimerTopic, back to their real topic when they are due. Its methods are
+// safe for concurrent use; Start and Stop may be called from any goroutine
+// in any order.
 type Scheduler struct {
-	src      Log
-	levels   []time.Duration
-	lv       []*level
-	path     string
-	now      func() time.Time
-	log      *slog.Logger
-	tick     time.Duration
-	maxBatch int
+	src    Log
+	opts   Options
+	levels []time.Duration
+	lv     []*level
+	timers *timerLane
+	now    func() time.Time
+	log    *slog.Logger
+	pl     ProgressLog // nil: progress in the file at opts.ProgressPath
 
 	// lifeMu serializes Start and Stop; each holds it for its whole call.
 	lifeMu sync.Mutex
-	gen    uint64 // last generation number; under lifeMu
+	gen    uint64      // last generation number; under lifeMu
+	closed atomic.Bool // Close was called; written under lifeMu
 	// cur is the current generation, nil while stopped. It changes only
-	// under lifeMu and every level's mu, so a delivery that holds its
-	// level's mu sees a stable answer to "is my generation current".
-	cur atomic.Pointer[epoch]
+	// under lifeMu and every lane's mu, so a delivery that holds its lane's
+	// mu sees a stable answer to "is my generation current".
+	cur atomic.Pointer[generation]
 
-	saveMu   sync.Mutex     // serializes progress file writes
-	saveReq  atomic.Uint64  // persist calls so far (tickets)
-	saveDone uint64         // every ticket up to this one is on disk; under saveMu
-	saveErr  error          // result of the last write; under saveMu
-	saveFail atomic.Int64   // failed progress writes
-	all      sync.WaitGroup // every loop goroutine ever started
-
-	// guardOff is a test-only switch that removes the generation guard and
-	// turns the lifecycle into the one of the field report (a shared
-	// "started" flag, a Stop that neither waits nor fences, a task that
-	// reschedules itself into whatever generation is current). It exists
-	// only so a test can show that the guard is what prevents the double
-	// delivery. Never set outside tests.
-	guardOff bool
+	saveMu   sync.Mutex    // serializes progress writes
+	saveReq  atomic.Uint64 // file mode: persist calls so far (tickets)
+	saveDone uint64        // file mode: every ticket up to this one is on disk; under saveMu
+	saveErr  error         // file mode: result of the last write; under saveMu
+	stored   []byte        // the last progress record written; under saveMu
+	saveFail atomic.Uint64 // failed progress writes
 }
 
-// epoch is one generation: the loops started by one Start.
-type epoch struct {
+// generation is one Start's lifetime: the loops it started and the channel
+// that ends them.
+type generation struct {
 	n    uint64
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -120,60 +76,45 @@ type level struct {
 	// either completes before Stop proceeds or never starts.
 	mu sync.Mutex
 
-	next      atomic.Int64 // next offset to deliver; written under mu
+	next      atomic.Int64 // next offset to deliver; written under mu (and saveMu with a ProgressLog)
 	unsaved   bool         // the progress file lacks next (a write failed); under mu
 	placed    bool         // next was set by a reload (so 0 is a real position); under mu
 	oldestDue atomic.Int64 // unix nanos: due time of the oldest undelivered message; 0 none seen
-	delivered atomic.Int64
-	retried   atomic.Int64
-	skipped   atomic.Int64 // lost to retention before delivery
-	malformed atomic.Int64 // records in Topic without scheduling properties
+	delivered atomic.Uint64
+	retried   atomic.Uint64
+	skipped   atomic.Uint64 // lost to retention before delivery
+	malformed atomic.Uint64 // records in Topic without scheduling properties
 }
 
-// New returns a stopped Scheduler over log. It loads the progress file, if
-// any, and clamps it into each level queue's [MinOffset, MaxOffset] range. A
-// torn or corrupt progress file is ErrCorrupt.
+// New returns a stopped Scheduler over log. It loads the progress (and
+// clamps each level into its queue's [MinOffset, MaxOffset] range) and opens
+// the timer index, rebuilding it from the log when it is missing, damaged
+// or not the one the progress names. Corrupt progress is ErrCorrupt.
 func New(log Log, opts Options) (*Scheduler, error) {
 	if log == nil {
 		return nil, fmt.Errorf("new: nil log: %w", ErrInvalid)
 	}
-	spec := opts.Levels
-	if spec == "" {
-		spec = DefaultLevels
-	}
-	levels, err := ParseLevels(spec)
+	o, levels, err := opts.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("new: %w", err)
 	}
-	if opts.Tick < 0 || opts.MaxBatch < 0 {
-		return nil, fmt.Errorf("new: negative Tick %v or MaxBatch %d: %w", opts.Tick, opts.MaxBatch, ErrInvalid)
-	}
-	s := &Scheduler{
-		src:      log,
-		levels:   levels,
-		path:     opts.ProgressPath,
-		now:      opts.Now,
-		log:      opts.Logger,
-		tick:     opts.Tick,
-		maxBatch: opts.MaxBatch,
-	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.tick == 0 {
-		s.tick = DefaultTick
-	}
-	if s.maxBatch == 0 {
-		s.maxBatch = DefaultMaxBatch
+	s := &Scheduler{src: log, opts: o, levels: levels, now: o.Now, log: o.Logger}
+	switch pl, ok := log.(ProgressLog); {
+	case ok:
+		s.pl = pl
+	case o.ProgressPath == "":
+		s.pl = logProgress{log}
 	}
 	for i, d := range levels {
 		s.lv = append(s.lv, &level{n: i + 1, queue: i, delay: d})
 	}
-	if err := s.reload(); err != nil {
-		s.log.Error("schedule: progress not loaded", "path", s.path, "err", err)
+	var files slotFiles = &memSlots{}
+	if o.ProgressPath != "" {
+		files = newDirSlots(o.FS, o.ProgressPath+".timers")
+	}
+	s.timers = newTimerLane(s, files)
+	if err := s.reload(true); err != nil {
+		s.log.Debug("schedule: progress not loaded", "path", o.ProgressPath, "err", err)
 		return nil, fmt.Errorf("new: %w", err)
 	}
 	return s, nil
@@ -184,31 +125,37 @@ func (s *Scheduler) Levels() []time.Duration {
 	return append([]time.Duration(nil), s.levels...)
 }
 
-// Start starts one delivery loop per level under a new generation. It
-// reloads the progress file first (another node may have advanced it) and
-// fails with ErrCorrupt, staying stopped, if the file is corrupt. Starting a
-// started Scheduler does nothing.
+// Start starts one delivery loop per level, and one for the timers, under a
+// new generation. It reloads the progress first (another node may have
+// advanced it) and fails with ErrCorrupt, staying stopped, if it is
+// corrupt. Starting a started Scheduler does nothing.
 func (s *Scheduler) Start() error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
+	if err := s.closedErr(); err != nil {
+		s.log.Debug("schedule: start refused", "err", err)
+		return fmt.Errorf("start: %w", err)
+	}
 	if s.cur.Load() != nil {
 		return nil
 	}
-	if err := s.reload(); err != nil {
-		s.log.Error("schedule: start refused", "err", err)
+	if err := s.reload(false); err != nil {
+		s.log.Debug("schedule: start refused", "err", err)
 		return fmt.Errorf("start: %w", err)
 	}
 	s.gen++
-	e := &epoch{n: s.gen, stop: make(chan struct{})}
-	s.lockLevels()
-	s.cur.Store(e)
-	s.unlockLevels()
+	g := &generation{n: s.gen, stop: make(chan struct{})}
+	s.lockLanes()
+	s.cur.Store(g)
+	s.unlockLanes()
 	for _, lv := range s.lv {
-		e.wg.Add(1)
-		s.all.Add(1)
-		go s.loop(e, lv, cursor{next: lv.next.Load()})
+		c := &cursor{next: lv.next.Load()}
+		g.wg.Add(1)
+		go s.loop(g, func(now time.Time) stepResult { return s.step(g, lv, c, now) })
 	}
-	s.log.Info("schedule: started", "generation", e.n, "levels", len(s.lv))
+	g.wg.Add(1)
+	go s.loop(g, func(now time.Time) stepResult { return s.timers.step(g, now) })
+	s.log.Info("schedule: started", "generation", g.n, "levels", len(s.lv))
 	return nil
 }
 
@@ -219,28 +166,51 @@ func (s *Scheduler) Start() error {
 func (s *Scheduler) Stop() error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
-	e := s.cur.Load()
-	if e == nil {
+	g := s.cur.Load()
+	if g == nil {
 		return nil
 	}
-	if s.guardOff { // the field report's stop(): flip the flag, cancel, return
-		s.cur.Store(nil)
-		close(e.stop)
-		return nil
-	}
-	// Every delivery holds its level's mu from the generation check to the
-	// progress update, so once all are held nothing of e is mid-append.
-	s.lockLevels()
+	// Every delivery holds its lane's mu from the generation check to the
+	// progress update, so once all are held nothing of g is mid-append.
+	s.lockLanes()
 	s.cur.Store(nil)
-	s.unlockLevels()
-	close(e.stop)
-	e.wg.Wait()
-	err := s.persist()
-	if err != nil {
-		s.log.Error("schedule: progress not saved on stop", "generation", e.n, "err", err)
+	s.unlockLanes()
+	close(g.stop)
+	g.wg.Wait()
+	err := s.timers.flush()
+	if err == nil {
+		err = s.persist()
 	}
-	s.log.Info("schedule: stopped", "generation", e.n)
+	if err != nil {
+		s.log.Debug("schedule: progress not saved on stop", "generation", g.n, "err", err)
+	}
+	s.log.Info("schedule: stopped", "generation", g.n)
 	return err
+}
+
+// Close stops the scheduler for good: it is Stop, after which Start and
+// Cancel answer ErrClosed. Close is idempotent. It does not close the Log,
+// which belongs to the host.
+func (s *Scheduler) Close() error {
+	s.lifeMu.Lock()
+	s.closed.Store(true) // no Start gets past this (it checks under lifeMu)
+	s.lifeMu.Unlock()
+	return s.Stop()
+}
+
+// closedErr is ErrClosed after Close, or once the Log says it closed.
+func (s *Scheduler) closedErr() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if d, ok := s.src.(interface{ Done() <-chan struct{} }); ok {
+		select {
+		case <-d.Done():
+			return fmt.Errorf("%w: the log is closed", ErrClosed)
+		default:
+		}
+	}
+	return nil
 }
 
 // Progress returns level -> next queue offset to deliver.
@@ -252,137 +222,174 @@ func (s *Scheduler) Progress() map[int]int64 {
 	return p
 }
 
-// Stats are the scheduler's counters.
-type Stats struct {
-	Running    bool
-	Generation uint64 // of the running generation; 0 while stopped
-	Delivered  int64  // messages appended to their real topic
-	Retried    int64  // failed appends (each retried from the same offset)
-	Skipped    int64  // messages lost to retention before their delivery
-	SaveFailed int64  // failed progress file writes (delivery waits for the next good one)
-	Levels     []LevelStats
-}
-
-// LevelStats are one level's counters.
-type LevelStats struct {
-	Level     int
-	Delay     time.Duration
-	Next      int64 // next queue offset to deliver
-	Delivered int64
-	Retried   int64
-	Skipped   int64
-	Malformed int64 // records in Topic without scheduling properties, skipped
-	// Lag is now minus the due time of the oldest undelivered message the
-	// level has seen, 0 if that message is not due yet or none is known.
-	Lag time.Duration
-}
-
-// Stats returns a snapshot of the counters.
-func (s *Scheduler) Stats() Stats {
-	now := s.now()
-	st := Stats{SaveFailed: s.saveFail.Load()}
-	if e := s.cur.Load(); e != nil {
-		st.Running, st.Generation = true, e.n
-	}
-	for _, lv := range s.lv {
-		ls := LevelStats{
-			Level: lv.n, Delay: lv.delay, Next: lv.next.Load(),
-			Delivered: lv.delivered.Load(), Retried: lv.retried.Load(),
-			Skipped: lv.skipped.Load(), Malformed: lv.malformed.Load(),
-		}
-		if due := lv.oldestDue.Load(); due != 0 {
-			if lag := now.Sub(time.Unix(0, due)); lag > 0 {
-				ls.Lag = lag
-			}
-		}
-		st.Delivered += ls.Delivered
-		st.Retried += ls.Retried
-		st.Skipped += ls.Skipped
-		st.Levels = append(st.Levels, ls)
-	}
-	return st
-}
-
-// lockLevels takes every level's mu in level order: the fence between
-// generations. (Without the guard, the field report's design, there is none.)
-func (s *Scheduler) lockLevels() {
-	if s.guardOff {
-		return
-	}
+// lockLanes takes every lane's mu in a fixed order (levels, then the
+// timers): the fence between generations.
+func (s *Scheduler) lockLanes() {
 	for _, lv := range s.lv {
 		lv.mu.Lock()
 	}
+	s.timers.mu.Lock()
 }
 
-func (s *Scheduler) unlockLevels() {
-	if s.guardOff {
-		return
-	}
+func (s *Scheduler) unlockLanes() {
+	s.timers.mu.Unlock()
 	for _, lv := range s.lv {
 		lv.mu.Unlock()
 	}
 }
 
-// isCurrent answers "may a task of generation e act"; the caller holds the
-// task's level mu.
-func (s *Scheduler) isCurrent(e *epoch) bool {
-	if s.guardOff {
-		return s.cur.Load() != nil // the field report's isStarted()
+// isCurrent answers "may a task of generation g act"; the caller holds the
+// task's lane mu.
+func (s *Scheduler) isCurrent(g *generation) bool { return s.cur.Load() == g }
+
+// loadProgress reads the stored progress: nil and no error when there is
+// none yet.
+func (s *Scheduler) loadProgress() (*progress, error) {
+	var b []byte
+	var err error
+	switch {
+	case s.pl != nil:
+		b, err = s.pl.LoadProgress()
+	case s.opts.ProgressPath != "":
+		b, err = loadProgressFile(s.opts.FS, s.opts.ProgressPath)
 	}
-	return s.cur.Load() == e
+	if err != nil || b == nil {
+		return nil, err
+	}
+	p, err := decodeProgress(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.opts.ProgressPath, err)
+	}
+	return &p, nil
 }
 
-// reload merges the progress file into memory (the larger offset wins, so
-// progress never moves back because of an older file) and clamps every level
-// into its queue's range. Called with no generation running.
-func (s *Scheduler) reload() error {
-	var p map[int]int64
-	if s.path != "" {
-		var err error
-		if p, err = loadProgress(s.path); err != nil {
-			return err
-		}
+// reload merges the stored progress into memory (for levels the larger
+// offset wins, so progress never moves back because of an older record)
+// and clamps every level into its queue's range; the timers adopt stored
+// progress written against another index (see timerLane.adopt). Called with
+// no generation running.
+func (s *Scheduler) reload(first bool) error {
+	p, err := s.loadProgress()
+	if err != nil {
+		return err
 	}
-	for l, off := range p {
+	var levels map[int]int64
+	if p != nil {
+		levels = p.levels
+	}
+	for l, off := range levels {
 		if l > len(s.lv) {
-			s.log.Warn("schedule: progress for an unknown level ignored", "level", l, "next", off, "levels", len(s.lv))
+			s.log.Warn("schedule: progress for an unknown level ignored", "level", l, "offset", off, "levels", len(s.lv))
 		}
 	}
-	s.lockLevels()
-	defer s.unlockLevels()
+	s.lockLanes()
+	defer s.unlockLanes()
 	for _, lv := range s.lv {
-		want := lv.next.Load()
-		off, known := p[lv.n]
-		if known && off > want {
-			want = off
-		}
-		lo, hi := s.src.MinOffset(Topic, lv.queue), s.src.MaxOffset(Topic, lv.queue)
-		if want < lo {
-			// Only a first placement may start at MinOffset silently; a
-			// known position (from the file or from an earlier New/Start,
-			// even 0) that retention overtook is a loss to count and log.
-			if known || want > 0 || lv.placed {
-				s.log.Warn("schedule: retention removed undelivered messages", "level", lv.n, "queue", lv.queue, "from", want, "to", lo, "lost", lo-want)
-				lv.skipped.Add(lo - want)
-			}
-			want = lo
-		}
-		if want > hi {
-			s.log.Warn("schedule: progress beyond the end of the log, clamped", "level", lv.n, "queue", lv.queue, "progress", want, "max", hi)
-			want = hi
-		}
-		lv.next.Store(want)
-		lv.placed = true
+		s.placeLevel(lv, levels)
+	}
+	if err := s.timers.adopt(p, first); err != nil {
+		return err
+	}
+	if s.pl != nil {
+		// What is stored now means the same as the state just placed (a
+		// restart would place it the same way), so a Stop with nothing
+		// new appends no record.
+		s.saveMu.Lock()
+		s.stored = encodeProgress(s.snapshot(nil, 0, nil))
+		s.saveMu.Unlock()
 	}
 	return nil
 }
 
-// persist writes every level's progress; it returns once a write that
-// started after the call (so includes every offset stored before it) is on
-// disk. Concurrent calls share writes like a group commit: while one write
-// is being fsynced the others queue, and the next write covers them all.
+func (s *Scheduler) placeLevel(lv *level, stored map[int]int64) {
+	want := lv.next.Load()
+	off, known := stored[lv.n]
+	if known && off > want {
+		want = off
+	}
+	lo, hi := s.src.MinOffset(Topic, lv.queue), s.src.MaxOffset(Topic, lv.queue)
+	if want < lo {
+		// Only a first placement may start at MinOffset silently; a known
+		// position (stored, or from an earlier New/Start, even 0) that
+		// retention overtook is a loss to count and log.
+		if known || want > 0 || lv.placed {
+			s.log.Warn("schedule: retention removed undelivered messages", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", want, "to", lo, "lost", lo-want)
+			lv.skipped.Add(uint64(lo - want))
+		}
+		want = lo
+	}
+	if want > hi {
+		s.log.Warn("schedule: progress beyond the end of the log, clamped", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", want, "max", hi)
+		want = hi
+	}
+	lv.next.Store(want)
+	lv.placed = true
+}
+
+// snapshot is the progress to store now, with one level's next offset or
+// the timers' state replaced by the values a commit is about to make true.
+func (s *Scheduler) snapshot(lv *level, next int64, ts *timerState) progress {
+	p := progress{levels: make(map[int]int64, len(s.lv)), timer: *s.timers.saved.Load()}
+	for _, l := range s.lv {
+		p.levels[l.n] = l.next.Load()
+	}
+	if lv != nil {
+		p.levels[lv.n] = next
+	}
+	if ts != nil {
+		p.timer = *ts
+	}
+	return p
+}
+
+// commit appends msgs and records the progress that apply makes true
+// (lv's next offset or the timers' state ts): with a ProgressLog in one
+// atomic step; otherwise the append, then apply, then the progress file.
+// appended reports whether msgs reached the log (and apply ran); err is
+// then a failed progress write, which the caller must retry before going
+// on.
+func (s *Scheduler) commit(msgs []*store.Message, lv *level, next int64, ts *timerState, apply func()) (appended bool, err error) {
+	if s.pl != nil {
+		s.saveMu.Lock()
+		defer s.saveMu.Unlock()
+		b := encodeProgress(s.snapshot(lv, next, ts))
+		if err := s.pl.AppendWithProgress(b, msgs...); err != nil {
+			return false, err
+		}
+		s.stored = b
+		apply()
+		return true, nil
+	}
+	if len(msgs) > 0 {
+		if err := s.src.Append(msgs...); err != nil {
+			return false, err
+		}
+	}
+	apply()
+	return true, s.persist()
+}
+
+// persist records the current progress. In file mode it returns once a
+// write that started after the call (so includes every change made before
+// it) is on disk; concurrent calls share writes like a group commit. With a
+// ProgressLog it appends a record only if anything changed since the last
+// one stored or loaded.
 func (s *Scheduler) persist() error {
-	if s.path == "" {
+	if s.pl != nil {
+		s.saveMu.Lock()
+		defer s.saveMu.Unlock()
+		b := encodeProgress(s.snapshot(nil, 0, nil))
+		if bytes.Equal(b, s.stored) {
+			return nil
+		}
+		if err := s.pl.AppendWithProgress(b); err != nil {
+			s.saveFail.Add(1)
+			return err
+		}
+		s.stored = b
+		return nil
+	}
+	if s.opts.ProgressPath == "" {
 		return nil
 	}
 	ticket := s.saveReq.Add(1)
@@ -392,9 +399,11 @@ func (s *Scheduler) persist() error {
 		return s.saveErr
 	}
 	covers := s.saveReq.Load()
-	s.saveErr = saveProgress(s.path, s.Progress())
+	b := encodeProgress(s.snapshot(nil, 0, nil))
+	s.saveErr = fsx.WriteFile(s.opts.FS, s.opts.ProgressPath, b, 0o644)
 	s.saveDone = covers
 	if s.saveErr != nil {
+		s.saveErr = fmt.Errorf("progress file %s: %w", s.opts.ProgressPath, s.saveErr)
 		s.saveFail.Add(1)
 	}
 	return s.saveErr

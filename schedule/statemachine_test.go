@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -30,7 +31,7 @@ type instLog struct {
 }
 
 func (il *instLog) Append(msgs ...*store.Message) error {
-	if len(msgs) == 0 || msgs[0].Topic == Topic {
+	if len(msgs) == 0 || isSystemTopic(msgs[0].Topic) {
 		return il.fakeLog.Append(msgs...)
 	}
 	il.mu.Lock()
@@ -54,17 +55,20 @@ func (il *instLog) Append(msgs ...*store.Message) error {
 }
 
 type producedMsg struct {
-	level  int
+	level  int // 0: a timer
 	offset int64
 	due    time.Time
+	key    timerKey // a timer's key
 }
 
 // TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving is the
-// state-machine test: random Start, Stop, concurrent flaps, clock moves,
-// restarts and crashes over one log and one progress file, with appends that
-// are slow or fail at random. Properties: each delayed message is delivered
-// exactly once (once more after a crash only if it was in the batch in flight,
-// with the same UNIQ_KEY), never before it is due, and progress never moves
+// state-machine test: random delayed messages and timers (past and future),
+// cancels, Start, Stop, concurrent flaps, clock moves, restarts and crashes
+// over one log, one progress file and one timer index, with appends that are
+// slow or fail at random. Properties: each delayed message and timer is
+// delivered exactly once (once more after a crash only if it was in the
+// batch in flight, with the same UNIQ_KEY), never before it is due; a
+// timer whose Cancel succeeded is never delivered; progress never moves
 // backwards.
 func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -90,7 +94,7 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 			}
 			mmu.Unlock()
 			if slow.Load() {
-				time.Sleep(100 * time.Microsecond)
+				yieldN(20)
 			}
 			if failNext.Load() > 0 && failNext.Add(-1) >= 0 {
 				return errInjected
@@ -112,13 +116,31 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 		running := false
 		seen := s.Progress()
 
+		// Cancel is not drawn yet: with crashes in the mix a draft of the
+		// action saw Cancel answer ErrDelivered for a timer not in the log,
+		// not yet explained (issue note); Cancel has deterministic tests.
+		cancelled := map[string]bool{}
+		atCancel := map[string]int{} // deliveries of a timer when its Cancel succeeded
+		var timerKeys []string
+		produceTimer := func(ahead time.Duration) {
+			when := clk.Now().Add(ahead)
+			d, err := s.At(&store.Message{Topic: "t", Body: []byte("timer")}, when)
+			require.NoError(rt, err)
+			require.NoError(rt, shared.Append(d))
+			k, ok := timerOf(d, DefaultMaxTimerDelay)
+			require.True(rt, ok)
+			mmu.Lock()
+			produced[d.Properties[PropUniqKey]] = producedMsg{0, d.QueueOffset, when, k}
+			timerKeys = append(timerKeys, d.Properties[PropUniqKey])
+			mmu.Unlock()
+		}
 		produceN := func(level, n int) {
 			for i := 0; i < n; i++ {
 				d, err := s.Delay(&store.Message{Topic: "t", Body: []byte{byte(i)}}, level)
 				require.NoError(rt, err)
 				require.NoError(rt, shared.Append(d))
 				mmu.Lock()
-				produced[d.Properties[PropUniqKey]] = producedMsg{level, d.QueueOffset, d.StoredAt.Add(delays[level-1])}
+				produced[d.Properties[PropUniqKey]] = producedMsg{level, d.QueueOffset, d.StoredAt.Add(delays[level-1]), timerKey{}}
 				mmu.Unlock()
 			}
 		}
@@ -135,6 +157,42 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 		}
 
 		rt.Repeat(map[string]func(*rapid.T){
+			"timer": func(rt *rapid.T) {
+				produceTimer(time.Duration(rapid.IntRange(-4, 12).Draw(rt, "halfSecondsAhead")) * 500 * time.Millisecond)
+			},
+			"cancel": func(rt *rapid.T) {
+				mmu.Lock()
+				n := len(timerKeys)
+				mmu.Unlock()
+				if n == 0 {
+					return
+				}
+				mmu.Lock()
+				k := timerKeys[rapid.IntRange(0, n-1).Draw(rt, "timer")]
+				mmu.Unlock()
+				err := s.Cancel(k)
+				switch {
+				case err == nil:
+					require.False(rt, cancelled[k], "a second cancel succeeded")
+					// Delivered already only if a crash put it back to pending.
+					require.LessOrEqual(rt, countByKey(shared, "t")[k], allowed[k], "cancel of a delivered timer succeeded")
+					cancelled[k] = true
+					atCancel[k] = countByKey(shared, "t")[k]
+				case errors.Is(err, ErrCancelled):
+					require.True(rt, cancelled[k])
+				case errors.Is(err, ErrDelivered):
+					if countByKey(shared, "t")[k] == 0 {
+						mmu.Lock()
+						p := produced[k]
+						mmu.Unlock()
+						rt.Logf("key %s produced %+v; timers %+v durable %d cancelled %v", k, p, s.timers.st, s.timers.durable, cancelled[k])
+					}
+					require.Positive(rt, countByKey(shared, "t")[k])
+				default:
+					// A dead instance cannot store the cancel: that is an error, not a lie.
+					require.True(rt, il.dead.Load(), "cancel: %v", err)
+				}
+			},
 			"produce": func(rt *rapid.T) {
 				produceN(rapid.IntRange(1, 3).Draw(rt, "level"), rapid.IntRange(1, 4).Draw(rt, "n"))
 			},
@@ -190,10 +248,16 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 				}
 				image, err := loadProgress(path)
 				require.NoError(rt, err)
+				timers := timerState{done: noneDone}
+				if b, _ := os.ReadFile(path); b != nil {
+					p, err := decodeProgress(b)
+					require.NoError(rt, err)
+					timers = p.timer
+				}
 				for level, keys := range old.last {
 					for _, k := range keys {
 						mmu.Lock()
-						if produced[k].offset >= image[level] {
+						if p := produced[k]; (level > 0 && p.offset >= image[level]) || (level == 0 && timers.done.less(p.key)) {
 							allowed[k]++ // once more per crash that caught it in flight
 						}
 						mmu.Unlock()
@@ -211,7 +275,7 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 					waitUntil(rt, "due messages delivered", func() bool {
 						c := countByKey(shared, "t")
 						for _, k := range due {
-							if c[k] == 0 {
+							if c[k] == 0 && !cancelled[k] {
 								return false
 							}
 						}
@@ -223,6 +287,9 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 				mmu.Unlock()
 				for k, n := range countByKey(shared, "t") {
 					require.LessOrEqual(rt, n, 1+allowed[k], "message %s delivered %d times", k, n)
+					if cancelled[k] {
+						require.Equal(rt, atCancel[k], n, "timer %s delivered after its Cancel succeeded", k)
+					}
 				}
 				p := s.Progress()
 				for level, off := range p {
@@ -235,11 +302,22 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 		// Finally everything is delivered.
 		failNext.Store(0)
 		require.NoError(rt, s.Start())
-		clk.Advance(10 * time.Second)
+		clk.Advance(time.Minute)
 		mmu.Lock()
 		n := len(produced)
 		mmu.Unlock()
-		waitUntil(rt, "all delivered", func() bool { return len(countByKey(shared, "t")) == n })
+		waitUntil(rt, "all delivered", func() bool {
+			c := countByKey(shared, "t")
+			mmu.Lock()
+			defer mmu.Unlock()
+			for k := range produced {
+				if c[k] == 0 && !cancelled[k] {
+					return false
+				}
+			}
+			return true
+		})
+		_ = n
 		require.NoError(rt, s.Stop())
 		for k, c := range countByKey(shared, "t") {
 			require.GreaterOrEqual(rt, c, 1)

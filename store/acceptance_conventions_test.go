@@ -123,7 +123,8 @@ func TestAcceptBadInputNeverPanics(t *testing.T) {
 
 func TestAcceptRejectedRequestIsLoggedWithItsKeys(t *testing.T) {
 	var lb logBuffer
-	s := openT(t, t.TempDir(), store.Options{Logger: slog.New(slog.NewTextHandler(&lb, nil))})
+	// Errors returned to the caller are logged at DEBUG (issue 14).
+	s := openT(t, t.TempDir(), store.Options{Logger: slog.New(slog.NewTextHandler(&lb, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.Error(t, s.Append(msg("rejected-topic", -3, "x")))
 	out := lb.String()
 	assert.NotEmpty(t, out, "a rejected request must be logged")

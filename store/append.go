@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -72,9 +73,9 @@ func (s *Store) Append(msgs ...*Message) error {
 		if err != nil {
 			s.stats.rejected.Add(1)
 			if m != nil {
-				s.log.Warn("store: append rejected", "topic", m.Topic, "queue", m.QueueID, "batch", len(msgs), "err", err)
+				s.log.Debug("store: append rejected", "topic", m.Topic, "queue", m.QueueID, "batch", len(msgs), "err", err)
 			} else {
-				s.log.Warn("store: append rejected", "batch", len(msgs), "err", err)
+				s.log.Debug("store: append rejected", "batch", len(msgs), "err", err)
 			}
 			return err
 		}
@@ -92,6 +93,7 @@ func (s *Store) Append(msgs ...*Message) error {
 	end, notes, err := s.write(msgs, as)
 	if err != nil {
 		s.mu.Unlock()
+		s.log.Debug("store: append failed", "batch", len(msgs), "err", err)
 		return err
 	}
 	if !group {
@@ -101,19 +103,19 @@ func (s *Store) Append(msgs ...*Message) error {
 	}
 	w := waiterPool.Get().(chan error)
 	s.waiters = append(s.waiters, waiter{end: end, done: w})
-	lead := !s.writing // nobody is writing and fsyncing: lead this group
-	s.writing = true
+	lead := !s.syncing // nobody is fsyncing: lead
+	s.syncing = true
 	s.mu.Unlock()
 	if lead {
-		s.lead(maxLeadGroups)
+		s.lead(maxLeadRounds)
 	}
 	for {
-		// Answered once a write and an fsync covered the batch; or handed
-		// the lead by a leader that had its fill of groups.
+		// Answered once an fsync covered the batch; or handed the lead by
+		// a leader that had its fill of rounds.
 		if err = <-w; err != errLead {
 			break
 		}
-		s.lead(maxLeadGroups)
+		s.lead(maxLeadRounds)
 	}
 	waiterPool.Put(w)
 	if err != nil {
@@ -142,71 +144,65 @@ type roll struct {
 	prevSize int64
 }
 
-// maxLeadGroups bounds how many groups an appender writes and fsyncs for
-// others before its own Append returns; it then hands the lead to the
-// oldest waiting appender.
-const maxLeadGroups = 4
+// maxLeadRounds bounds how many fsyncs an appender does for others before
+// its own Append returns; it then hands the lead to the oldest waiting
+// appender.
+const maxLeadRounds = 4
 
 // lead is SyncGroup's group commit, run by the one goroutine holding the
-// lead (s.writing): an appender that found nobody writing, an appender
-// handed the lead, or a Sync/checkpoint/Close that found nobody writing. It
-// takes the whole pending group, writes it to the wal (one write) and
-// fsyncs it (one fsync) itself, outside mu, then publishes it and answers
-// the waiters it covered; while it does so the next group gathers in pend.
-// It repeats up to max groups (max < 1: until none is pending), then gives
-// up the lead: to the oldest waiter if records are still pending, so
-// leadership stays with the appenders and no goroutine hand-off sits in a
-// lone appender's path.
+// lead (s.syncing): an appender that found nobody fsyncing, an appender
+// handed the lead, or a Sync/checkpoint/Close. Appenders write their records
+// to the wal themselves, under mu; the leader fsyncs what is written,
+// outside mu, so the next group is written while the fsync runs
+// (pipelined), then publishes it and answers the waiters it covered. It
+// repeats up to max rounds (max < 1: while any waiter is left), then gives
+// up the lead: to the oldest waiter if any is left, so leadership stays
+// with the appenders and no goroutine hand-off sits in a lone appender's
+// path.
 func (s *Store) lead(max int) {
 	for n := 0; ; n++ {
 		s.mu.Lock()
-		if s.pendN == 0 || s.failErr != nil || s.filesClosed || n == max {
-			if s.pendN > 0 && s.failErr == nil && !s.filesClosed && len(s.waiters) > 0 {
-				// Every waiter's records are pending (what was written is
-				// fsynced), so the oldest one's are in the next group.
+		if len(s.waiters) == 0 || s.failErr != nil || s.filesClosed || n == max {
+			if len(s.waiters) > 0 && s.failErr == nil && !s.filesClosed {
 				s.waiters[0].done <- errLead
 			} else {
-				s.writing = false
+				s.syncing = false
 				s.walCond.Broadcast()
 			}
 			s.mu.Unlock()
 			return
 		}
-		batch, rolls, target := s.pend, s.pendRolls, s.written
-		s.pend, s.spare, s.pendN, s.pendRolls = s.spare, wal.Batch{}, 0, nil
+		last, took := s.lastGroup, s.lastFsync
 		s.mu.Unlock()
-
-		err := s.walWrite(&batch)
-
-		s.mu.Lock()
-		if err != nil {
-			s.fail(fmt.Errorf("wal write: %w", err))
-			s.writing = false
-			s.walCond.Broadcast()
-			s.mu.Unlock()
-			return
-		}
-		for _, r := range rolls {
-			if err := s.addSegment(r.start, r.prevSize); err != nil {
-				s.fail(err)
-			}
-		}
-		s.walNext = target
-		batch.Clear()
-		s.spare = batch
-		s.mu.Unlock()
+		s.gather(last, took)
 		// A failure is recorded in the failed state and answered to every
 		// waiter; the loop then stops.
 		_ = s.fsyncLog()
 	}
 }
 
-// write assigns offsets to the batch, encodes it and adds it to the index.
-// Under SyncGroup (as != nil) the records join the pending wal batch that a
-// leading appender writes for the whole group, and the assigned fields go to
-// as; otherwise write appends them to the wal itself and fills in the
-// messages. Callers hold mu exclusively. It returns the log offset just past
-// the batch and the OnAppend notices to make once the batch is visible.
+// gather lets the appenders the last fsync answered write their next
+// records before the next fsync starts (for at most half as long as that
+// fsync took): otherwise two half-groups alternate, each written while the
+// other's fsync runs, and every fsync carries half the appenders.
+func (s *Store) gather(last int, took time.Duration) {
+	deadline := time.Now().Add(took / 2)
+	for i := 0; ; i++ {
+		s.mu.RLock()
+		n := len(s.waiters)
+		s.mu.RUnlock()
+		if n >= last || time.Now().After(deadline) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// write assigns offsets to the batch, encodes it, writes it to the wal and
+// adds it to the index. Under SyncGroup (as != nil) the assigned fields go
+// to as (filled in once durable); otherwise into the messages. Callers
+// hold mu exclusively. It returns the log offset just past the batch and
+// the OnAppend notices to make once the batch is visible.
 func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 	// As Read returns it: UTC, no monotonic clock reading, so the message
 	// Append filled in equals the one read back.
@@ -215,7 +211,9 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 		stored = s.lastStored // StoredAt never decreases along the log
 	}
 	// Assign offsets and placement without touching any shared state, so a
-	// refusal or an error below leaves everything as it was.
+	// refusal or an error below leaves everything as it was. Where wal
+	// starts a new segment and how it frames an entry is predicted here and
+	// verified against the files (verify.go) before any entry is used.
 	pl := s.plBuf[:0]
 	size := s.tailSize
 	var rolls []roll
@@ -229,7 +227,7 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 	for i, m := range msgs {
 		q, err := s.queue(m.Topic, m.QueueID, true)
 		if err != nil {
-			return 0, nil, fmt.Errorf("store: open index of %s/%d: %w", m.Topic, m.QueueID, err)
+			return 0, nil, s.fail(fmt.Errorf("open index of %s/%d: %w", m.Topic, m.QueueID, err))
 		}
 		qoff := q.next
 		for j := i - 1; j >= 0; j-- { // batches are small: a scan beats a map
@@ -258,40 +256,33 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 	}
 	s.encBuf = buf
 	s.plBuf = pl[:0]
-	wb := &s.batch
-	if as != nil {
-		wb = &s.pend // the leading appender writes it
-	}
 	at := 0
 	for i := range pl {
-		wb.Write(uint64(s.written)+uint64(i)+1, buf[at:at+pl[i].size])
+		s.batch.Write(uint64(s.written)+uint64(i)+1, buf[at:at+pl[i].size])
 		at += pl[i].size
 	}
-	if as != nil {
-		s.pendN += len(pl)
-		s.pendRolls = append(s.pendRolls, rolls...)
-	} else {
-		if err := s.walWrite(wb); err != nil {
-			return 0, nil, s.fail(fmt.Errorf("wal write: %w", err))
-		}
-		// The records are in the wal; from here on, memory follows.
-		for _, r := range rolls {
-			if err := s.addSegment(r.start, r.prevSize); err != nil {
-				return 0, nil, s.fail(err)
-			}
-		}
-		s.walNext = s.written + int64(len(msgs))
+	if err := s.walWrite(&s.batch); err != nil {
+		return 0, nil, s.fail(fmt.Errorf("wal write: %w", err))
 	}
-	if len(rolls) > 0 {
-		s.tailStart = rolls[len(rolls)-1].start
-	}
-	s.tailSize = size
-	for i, m := range msgs {
-		p := pl[i]
-		if err := s.lidx.add(p.entry.logOffset, p.entry); err != nil {
+	// The records are in the wal; from here on, memory follows.
+	for _, r := range rolls {
+		if err := s.addSegment(r.start, r.prevSize); err != nil {
 			return 0, nil, s.fail(err)
 		}
-		if err := p.q.idx.add(p.qoff, p.entry); err != nil {
+	}
+	s.tailSize = size
+	lastPl := pl[len(pl)-1]
+	s.lastFrame = frameCheck{pos: lastPl.pos, size: uint32(lastPl.size)}
+	copy(s.lastFrame.head[:], buf[len(buf)-lastPl.size:])
+	if size == 0 {
+		s.lastFrame = frameCheck{} // the last record closed its segment (checked at the roll)
+	}
+	for i, m := range msgs {
+		p := pl[i]
+		if err := s.addEntry(s.lidx, p.entry.logOffset, p.entry); err != nil {
+			return 0, nil, s.fail(err)
+		}
+		if err := s.addEntry(p.q.idx, p.qoff, p.entry); err != nil {
 			return 0, nil, s.fail(err)
 		}
 		p.q.next = p.qoff + 1
@@ -304,14 +295,17 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 	}
 	s.written += int64(len(msgs))
 	s.lastStored = stored
+	s.appended += int64(len(buf))
+	if s.appended-s.ckptAt >= s.opts.CheckpointBytes && !s.ckptDue {
+		s.ckptDue = true
+		s.kickCommitter()
+	}
 	s.stats.appends.Add(1)
 	s.stats.messages.Add(uint64(len(msgs)))
 	s.stats.bytes.Add(uint64(len(buf)))
 	if len(buf) > 1<<20 {
 		s.encBuf = nil // do not pin a large batch's buffer
-		if as == nil {
-			s.batch = wal.Batch{}
-		}
+		s.batch = wal.Batch{}
 	}
 	var notes []notice
 	if s.opts.OnAppend != nil || s.hooks.any() {
@@ -322,7 +316,7 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 		if p.q.next != p.qoff+1 {
 			continue // report each queue once, with its final next
 		}
-		if s.opts.Sync == SyncGroup {
+		if as != nil {
 			s.pending = append(s.pending, pendingVis{q: p.q, next: p.q.next, end: s.written})
 		} else {
 			p.q.visible = p.q.next
@@ -334,11 +328,15 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 	return s.written, notes, nil
 }
 
-// addSegment registers a segment wal just created (the projected tail,
-// tailStart and tailSize, moved on when the records were placed). Callers
-// hold mu.
+// addSegment registers a segment wal just created, after checking that the
+// segment before it ended where the store placed its records. Callers hold
+// mu.
 func (s *Store) addSegment(start uint64, prevSize int64) error {
-	s.segs[len(s.segs)-1].size = prevSize
+	prev := s.segs[len(s.segs)-1]
+	if err := s.verifySize(prev, prevSize); err != nil {
+		return err
+	}
+	prev.size = prevSize
 	// wal keeps the closed segment's bytes in its read cache (at most one
 	// segment: SegmentCacheSize 1). The store never reads through wal, but
 	// freeing them at every roll measured 25% slower batch appends: the
@@ -347,10 +345,11 @@ func (s *Store) addSegment(start uint64, prevSize int64) error {
 	sg := &segment{start: start, path: s.walDir + string(os.PathSeparator) + segmentName(start)}
 	f, err := os.Open(sg.path)
 	if err != nil {
-		return fmt.Errorf("open new segment: %w", err)
+		return fmt.Errorf("wal diverged from the store: the segment it should have started at wal index %d: %w", start, err)
 	}
 	sg.f = f
 	s.segs = append(s.segs, sg)
+	s.tailStart = start
 	s.dirDirty = true
 	s.ckptDue = true
 	s.kickCommitter()

@@ -13,6 +13,8 @@ import (
 	"github.com/tidwall/wal"
 )
 
+var benchCkptBytes = int64(0)
+
 var body1K = []byte(strings.Repeat("x", 1024))
 
 func benchMsg(q int) *Message { return &Message{Topic: "bench", QueueID: q, Body: body1K} }
@@ -28,7 +30,7 @@ func reportRate(b *testing.B, msgs int) {
 func BenchmarkAppendVsRawWal(b *testing.B) {
 	for _, size := range []int{1, 128} {
 		b.Run(fmt.Sprintf("batch%d/store", size), func(b *testing.B) {
-			s := openT(b, b.TempDir(), Options{Sync: SyncNone})
+			s := openT(b, b.TempDir(), Options{Sync: SyncNone, CheckpointBytes: benchCkptBytes})
 			defer s.Close()
 			// A producer may reuse its Messages: Append keeps no reference.
 			batch := make([]*Message, size)
@@ -134,6 +136,31 @@ func BenchmarkAppendSyncGroupConcurrent(b *testing.B) {
 		reportRate(b, b.N)
 		reportP99(b, lat)
 	})
+	b.Run("rawwal-batch64-fsync", func(b *testing.B) {
+		// The reference for 64 appenders: one writer doing WriteBatch(64)
+		// and an fsync in a loop (target: appenders64 ≥ 0.5× its msgs/s).
+		m := benchMsg(0)
+		m.StoredAt = time.Now()
+		rec := appendRecord(nil, m, true)
+		l, err := wal.Open(b.TempDir(), &wal.Options{SegmentSize: DefaultSegmentSize, SegmentCacheSize: 1, AllowEmpty: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		var wb wal.Batch
+		b.ResetTimer()
+		next := uint64(1)
+		for i := 0; i < b.N; i += 64 {
+			for j := 0; j < 64; j++ {
+				wb.Write(next, rec)
+				next++
+			}
+			if err := l.WriteBatch(&wb); err != nil { // fsyncs (NoSync false)
+				b.Fatal(err)
+			}
+		}
+		reportRate(b, int(next-1))
+	})
 	for _, n := range []int{1, 64} {
 		b.Run(fmt.Sprintf("appenders%d", n), func(b *testing.B) {
 			s := openT(b, b.TempDir(), Options{})
@@ -161,7 +188,7 @@ func BenchmarkAppendSyncGroupConcurrent(b *testing.B) {
 			wg.Wait()
 			reportRate(b, b.N)
 			st := s.Stats()
-			b.ReportMetric(float64(st.Messages)/float64(max(st.Syncs, 1)), "msgs/fsync")
+			b.ReportMetric(float64(st.SyncedRecords)/float64(max(st.Syncs, 1)), "msgs/fsync")
 			reportP99(b, slices.Concat(lats...))
 		})
 	}
@@ -332,5 +359,45 @@ func BenchmarkHeap1M(b *testing.B) {
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heap-MiB")
 		s.Close()
+	}
+}
+
+// BenchmarkAppendManyQueues is Append(1) of 1 KiB under SyncNone spread
+// round-robin over 1 and over 10,000 queues (target: 10,000 queues ≥ 0.7×
+// the msgs/s of 1 in the same run), with the time Close takes afterwards
+// (target < 100 ms at 10,000 queues) and the checkpoints written.
+func BenchmarkAppendManyQueues(b *testing.B) {
+	for _, nq := range []int{1, 10000} {
+		b.Run(fmt.Sprintf("queues%d", nq), func(b *testing.B) {
+			s := openT(b, b.TempDir(), Options{Sync: SyncNone})
+			msgs := make([]*Message, nq)
+			for q := range msgs {
+				msgs[q] = benchMsg(q)
+			}
+			if nq > 1 { // the queues exist (their index files are open) before timing
+				for _, m := range msgs {
+					if err := s.Append(m); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body1K)))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := s.Append(msgs[i%nq]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			reportRate(b, b.N)
+			ckpts := s.Stats().Checkpoints
+			t0 := time.Now()
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, "close-ms")
+			b.ReportMetric(float64(ckpts), "checkpoints")
+		})
 	}
 }

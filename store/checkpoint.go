@@ -2,30 +2,41 @@ package store
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"hash/crc32"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/brokercore/brokercore/internal/crc"
+	"github.com/brokercore/brokercore/internal/fsx"
 )
 
-// A checkpoint says: every record below Next is in the index files, and they
-// are durable; the record Next starts at (Segment, Pos) or in a later
-// segment. It also carries every queue's offsets, which is how a queue that
-// retention emptied keeps its offsets across a reopen. Open replays only the
-// log past the checkpoint.
+// A checkpoint says what the index files hold and what is known about the
+// log: with indexValid, every record below next is in the index files (the
+// record next starts at (segment, pos)); log offsets below durable were
+// fsynced when it was written; retention removed every wal index below
+// retained (1: nothing); and every queue's offsets, which is how a queue
+// that retention emptied keeps its offsets across a reopen. Open replays
+// only the log past next, and only once the log proves the checkpoint (the
+// record at (segment, pos) is log offset next, the index files are as long
+// as it says): it is derived state and never trusted beyond that. Before
+// index files are deleted for a rebuild, a checkpoint without indexValid
+// is written, so a failed rebuild is never followed by an Open that trusts
+// index files that are gone.
 //
-// File layout: magic "BCCK", version byte, then uvarint Next, Segment, Pos,
-// varint LastStored seconds, uvarint nanoseconds, uvarint #queues and per
-// queue: string topic, uvarint id, next, min, varint last log offset; last a CRC-32C of everything
-// before it. It is replaced atomically (temp file, fsync, rename, fsync dir).
+// File layout: magic "BCCK", version byte, flags byte (1: indexValid), then
+// uvarint next, segment, pos, durable, retained, varint lastStored seconds,
+// uvarint nanoseconds, uvarint #queues and per queue: string topic, uvarint
+// id, next, min, varint last log offset; last a CRC-32C of everything before
+// it. It is replaced atomically (fsx.WriteFile).
 type checkpoint struct {
+	indexValid bool
 	next       int64
 	segment    uint64
 	pos        int64
+	durable    int64
+	retained   uint64
 	lastStored time.Time
 	queues     []ckptQueue
 }
@@ -39,15 +50,24 @@ type ckptQueue struct {
 
 const (
 	ckptMagic   = "BCCK"
-	ckptVersion = 1
+	ckptVersion = 2
 	ckptFile    = "checkpoint"
+	ckptValid   = 1 << 0
 )
 
 func (c *checkpoint) encode() []byte {
-	b := append([]byte(ckptMagic), ckptVersion)
+	b := make([]byte, 0, 64+32*len(c.queues))
+	b = append(b, ckptMagic...)
+	var flags byte
+	if c.indexValid {
+		flags |= ckptValid
+	}
+	b = append(b, ckptVersion, flags)
 	b = binary.AppendUvarint(b, uint64(c.next))
 	b = binary.AppendUvarint(b, c.segment)
 	b = binary.AppendUvarint(b, uint64(c.pos))
+	b = binary.AppendUvarint(b, uint64(c.durable))
+	b = binary.AppendUvarint(b, c.retained)
 	b = appendTime(b, c.lastStored)
 	b = binary.AppendUvarint(b, uint64(len(c.queues)))
 	for _, q := range c.queues {
@@ -57,26 +77,32 @@ func (c *checkpoint) encode() []byte {
 		b = binary.AppendUvarint(b, uint64(q.min))
 		b = binary.AppendVarint(b, q.lastLog)
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.LittleEndian.AppendUint32(b, crc.Checksum(b))
 }
 
 // decodeCheckpoint never panics; anything malformed is ErrCorrupt.
 func decodeCheckpoint(b []byte) (*checkpoint, error) {
-	if len(b) < len(ckptMagic)+1+4 || string(b[:len(ckptMagic)]) != ckptMagic {
+	if len(b) < len(ckptMagic)+2+4 || string(b[:len(ckptMagic)]) != ckptMagic {
 		return nil, fmt.Errorf("%w: checkpoint: bad magic", ErrCorrupt)
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
+	if crc.Checksum(body) != sum {
 		return nil, fmt.Errorf("%w: checkpoint: checksum mismatch", ErrCorrupt)
 	}
 	if body[len(ckptMagic)] != ckptVersion {
 		return nil, fmt.Errorf("%w: checkpoint: unknown version %d", ErrCorrupt, body[len(ckptMagic)])
 	}
-	d := decoder{buf: body[len(ckptMagic)+1:]}
-	c := &checkpoint{}
+	flags := body[len(ckptMagic)+1]
+	if flags&^ckptValid != 0 {
+		return nil, fmt.Errorf("%w: checkpoint: unknown flags %#x", ErrCorrupt, flags)
+	}
+	d := decoder{buf: body[len(ckptMagic)+2:]}
+	c := &checkpoint{indexValid: flags&ckptValid != 0}
 	c.next = d.offset()
 	c.segment = d.uvarint()
 	c.pos = d.offset()
+	c.durable = d.offset()
+	c.retained = d.uvarint()
 	c.lastStored = d.time()
 	n := d.count()
 	for range n {
@@ -110,9 +136,9 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 // maxQueueID keeps queue ids representable on every platform.
 const maxQueueID = 1<<31 - 1
 
-func readCheckpoint(dir string) (*checkpoint, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ckptFile))
-	if errors.Is(err, os.ErrNotExist) {
+func readCheckpoint(fsys fsx.FS, dir string) (*checkpoint, error) {
+	b, err := fsx.ReadFile(fsys, filepath.Join(dir, ckptFile))
+	if fsx.IsNotExist(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -121,28 +147,8 @@ func readCheckpoint(dir string) (*checkpoint, error) {
 	return decodeCheckpoint(b)
 }
 
-func writeCheckpoint(dir string, c *checkpoint) error {
-	path := filepath.Join(dir, ckptFile)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(c.encode())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
-		os.Remove(tmp)
+func writeCheckpoint(fsys fsx.FS, dir string, c *checkpoint) error {
+	if err := fsx.WriteFile(fsys, filepath.Join(dir, ckptFile), c.encode(), 0o640); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	return nil

@@ -2,22 +2,19 @@ package store
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 )
 
 // Group commit (SyncGroup). An appender places and encodes its records
-// under mu, adds them to the pending wal batch and registers a waiter. The
-// first appender to find nobody writing becomes the leader (see lead): it
-// takes the whole pending group, writes it to the wal (opened NoSync) and
-// fsyncs it itself, both outside mu, then marks it durable, makes it
+// under mu, writes them to the wal (opened NoSync: a write to the page
+// cache) and registers a waiter. The first appender to find nobody
+// fsyncing becomes the leader (see lead): it verifies and fsyncs
+// everything written so far, outside mu, then marks it durable, makes it
 // visible and answers exactly the waiters it covered; the appenders that
-// arrive meanwhile gather the next group. One write and one fsync per
-// group, however many appenders wait; no goroutine hand-off in a lone
-// appender's path; no thundering herd on the lock. The committer goroutine
-// only writes checkpoints, fsyncs under SyncInterval, and at Close makes
-// everything appended durable.
+// arrive meanwhile write the next group while that fsync runs. One fsync
+// per group, however many appenders wait; no goroutine hand-off in a lone
+// appender's path. The committer goroutine only writes checkpoints, fsyncs
+// under SyncInterval, and at Close makes everything appended durable.
 
 func (s *Store) kickCommitter() {
 	select {
@@ -34,20 +31,28 @@ func (s *Store) commitLoop() {
 		defer t.Stop()
 		tick = t.C
 	}
+	ck := time.NewTicker(s.opts.CheckpointEvery)
+	defer ck.Stop()
 	for {
 		stopping := false
 		select {
 		case <-s.kick:
 		case <-tick:
+		case <-ck.C:
+			s.mu.Lock()
+			if s.appended != s.ckptAt {
+				s.ckptDue = true
+			}
+			s.mu.Unlock()
 		case <-s.stop:
 			stopping = true
 		}
-		s.syncOnce(stopping) // at Close: everything appended so far
+		_ = s.fsyncLog() // at Close: everything appended so far
 		s.mu.RLock()
 		due := s.ckptDue && s.failErr == nil
 		s.mu.RUnlock()
 		if due && !stopping {
-			if err := s.checkpoint(); err != nil {
+			if err := s.checkpoint(false); err != nil {
 				s.log.Error("store: checkpoint failed", "dir", s.dir, "err", err)
 			}
 		}
@@ -57,32 +62,8 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// syncOnce makes the log durable: with all set, every record appended so
-// far (under SyncGroup waiting for the leader to cover them, or leading
-// itself when nobody is writing); otherwise what is in the wal.
-func (s *Store) syncOnce(all bool) error {
-	if all {
-		s.mu.Lock()
-		target := s.written
-		// Wait until the records are in the wal; fsyncLog below then
-		// covers them (at once, if a leader's fsync already did).
-		for s.walNext < target && s.failErr == nil && !s.filesClosed {
-			if !s.writing {
-				s.writing = true
-				s.mu.Unlock()
-				s.lead(1) // covers target: a group is all that is pending
-				s.mu.Lock()
-				continue
-			}
-			s.walCond.Wait()
-		}
-		s.mu.Unlock()
-	}
-	return s.fsyncLog()
-}
-
-// fsyncLog fsyncs what is in the wal outside mu, then marks it durable,
-// makes it visible and answers the waiters it covered.
+// fsyncLog verifies and fsyncs what is in the wal outside mu, then marks it
+// durable, makes it visible and answers the waiters it covered.
 func (s *Store) fsyncLog() error {
 	s.ioMu.Lock()
 	defer s.ioMu.Unlock()
@@ -95,7 +76,11 @@ func (s *Store) fsyncLog() error {
 		s.mu.Unlock()
 		return err
 	}
-	target := s.walNext
+	if err := s.verifyTail(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	target := s.written
 	dir := s.dirDirty
 	if target == s.durable && !dir {
 		s.mu.Unlock()
@@ -107,12 +92,14 @@ func (s *Store) fsyncLog() error {
 	s.mu.Unlock()
 
 	var err error
+	t0 := time.Now()
 	if dir {
 		err = syncDir(s.walDir)
 	}
 	if err == nil {
 		err = s.syncFile(f)
 	}
+	took := time.Since(t0)
 
 	s.mu.Lock()
 	if err != nil {
@@ -121,6 +108,7 @@ func (s *Store) fsyncLog() error {
 		return err
 	}
 	s.stats.syncs.Add(1)
+	s.stats.synced.Add(uint64(target - s.durable))
 	if target > s.durable {
 		s.durable = target
 	}
@@ -144,7 +132,10 @@ func (s *Store) fsyncLog() error {
 		k++
 	}
 	s.waiters = append(s.waiters[:0], s.waiters[k:]...)
-	s.walCond.Broadcast() // durable moved (syncOnce waits on it)
+	// Everyone answered will likely append again: the next fsync waits a
+	// little for them (lead).
+	s.lastGroup, s.lastFsync = k+len(s.waiters), took
+	s.walCond.Broadcast() // durable moved
 	s.mu.Unlock()
 	return nil
 }
@@ -169,12 +160,18 @@ func (s *Store) Sync() error {
 		return err
 	}
 	s.mu.Unlock()
-	return s.syncOnce(true)
+	return s.fsyncLog()
 }
 
-// checkpoint flushes the index files, fsyncs them and the log, and records
-// how far they go, so the next Open replays only what comes after.
-func (s *Store) checkpoint() error {
+// checkpoint writes the buffered index entries of the queues that changed
+// and records how far the index goes, so the next Open replays only what
+// comes after. The index files are not fsynced (they are checked and
+// repaired from the log, see index.go), so its cost follows what changed
+// since the last one, not the number of queues. With syncLog it fsyncs the
+// log first (Close, retention, Open); a background checkpoint does not
+// (under SyncNone that would turn every CheckpointBytes into an fsync): it
+// records as durable only what an fsync already covered.
+func (s *Store) checkpoint(syncLog ...bool) error {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	s.mu.Lock()
@@ -182,59 +179,42 @@ func (s *Store) checkpoint() error {
 		s.mu.Unlock()
 		return s.failErr
 	}
+	if err := s.verifyTail(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	s.ckptDue = false
+	s.ckptAt = s.appended
 	ck := &checkpoint{
+		indexValid: true,
 		next:       s.written,
 		segment:    s.tailStart,
 		pos:        s.tailSize,
+		durable:    s.durable,
+		retained:   s.retained,
 		lastStored: s.lastStored,
+		queues:     make([]ckptQueue, 0, s.nq),
 	}
-	var files []*os.File
-	flush := func(x *indexFile) error {
-		if err := x.flush(); err != nil {
-			return err
-		}
-		if x.dirty {
-			files = append(files, x.f)
-			x.dirty = false
-		}
-		return nil
-	}
-	err := flush(s.lidx)
-	for _, qs := range s.queues {
-		for _, q := range qs {
-			if err == nil {
-				err = flush(q.idx)
-			}
-			ck.queues = append(ck.queues, ckptQueue{topic: q.topic, id: q.id, next: q.next, min: q.min, lastLog: q.lastLog})
-		}
-	}
-	if err != nil {
+	if err := s.flushDirty(); err != nil {
 		err = s.fail(err)
 		s.mu.Unlock()
 		return err
 	}
+	for _, qs := range s.queues {
+		for _, q := range qs {
+			ck.queues = append(ck.queues, ckptQueue{topic: q.topic, id: q.id, next: q.next, min: q.min, lastLog: q.lastLog})
+		}
+	}
 	s.mu.Unlock()
 	sortQueues(ck.queues)
 
-	// The log must be durable up to ck.next before the checkpoint claims it.
-	if err := s.syncOnce(true); err != nil {
-		return err
-	}
-	idxDir, err := os.Open(filepath.Join(s.dir, "index")) // new index files
-	if err == nil {
-		files = append(files, idxDir)
-		defer idxDir.Close()
-	}
-	for _, f := range files {
-		if err := s.syncFile(f); err != nil {
-			s.mu.Lock()
-			err = s.fail(fmt.Errorf("fsync index: %w", err))
-			s.mu.Unlock()
+	if len(syncLog) == 0 || syncLog[0] {
+		if err := s.fsyncLog(); err != nil {
 			return err
 		}
+		ck.durable = ck.next // the fsync covered it
 	}
-	if err := writeCheckpoint(s.dir, ck); err != nil {
+	if err := writeCheckpoint(s.fs, s.dir, ck); err != nil {
 		s.mu.Lock()
 		err = s.fail(err)
 		s.mu.Unlock()

@@ -20,7 +20,13 @@ import (
 // append after it returned.
 const childEnv = "BROKERCORE_STORE_CRASH_CHILD"
 
+// queuesEnv sets the number of queues the crash child spreads its appends
+// over (default 3).
+const queuesEnv = "BROKERCORE_STORE_CRASH_QUEUES"
+
 func crashChild() int {
+	nq := 3
+	fmt.Sscan(os.Getenv(queuesEnv), &nq)
 	s, err := Open(os.Getenv(childEnv), Options{SegmentSize: 32 << 10})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
@@ -33,7 +39,7 @@ func crashChild() int {
 				batch := make([]*Message, 1+i%3)
 				for j := range batch {
 					body := fmt.Sprintf("w%d-%d-%d-%s", w, i, j, strings.Repeat("x", rand.IntN(300)))
-					batch[j] = &Message{Topic: "crash", QueueID: (w + j) % 3, Body: []byte(body)}
+					batch[j] = &Message{Topic: "crash", QueueID: (w*7919 + i*31 + j) % nq, Body: []byte(body)}
 				}
 				if err := s.Append(batch...); err != nil {
 					fmt.Fprintln(os.Stderr, "append:", err)
@@ -60,10 +66,10 @@ type ack struct {
 
 // runCrashChild starts the child on dir, kills it (SIGKILL) after it
 // reported `after` appends, and returns every append it reported.
-func runCrashChild(t *testing.T, dir string, after int) []ack {
+func runCrashChild(t *testing.T, dir string, after, queues int) []ack {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	cmd.Env = append(os.Environ(), childEnv+"="+dir, fmt.Sprint(queuesEnv, "=", queues))
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var stderr strings.Builder
@@ -93,12 +99,19 @@ func runCrashChild(t *testing.T, dir string, after int) []ack {
 // TestKilledProcessLosesNoAcknowledgedAppend kills a child process in the
 // middle of SyncGroup appends from several goroutines, again and again on
 // the same directory, and checks that every append the child saw succeed
-// is there, at its offset, with its body, and that offsets stay dense.
+// is there, at its offset, with its body, and that offsets stay dense; at 3
+// and at 10,000 queues, logging how long each recovery took.
 // BROKERCORE_LONG=1 runs many rounds.
 func TestKilledProcessLosesNoAcknowledgedAppend(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns child processes")
 	}
+	for _, queues := range []int{3, 10000} {
+		t.Run(fmt.Sprintf("queues%d", queues), func(t *testing.T) { killRounds(t, queues) })
+	}
+}
+
+func killRounds(t *testing.T, queues int) {
 	rounds := 3
 	if os.Getenv("BROKERCORE_LONG") != "" {
 		rounds = 40
@@ -106,9 +119,15 @@ func TestKilledProcessLosesNoAcknowledgedAppend(t *testing.T) {
 	dir := t.TempDir()
 	var all []ack
 	for r := 0; r < rounds; r++ {
-		all = append(all, runCrashChild(t, dir, 20+rand.IntN(200))...)
+		all = append(all, runCrashChild(t, dir, 20+rand.IntN(200)*(1+queues/1000), queues)...)
+		t0 := time.Now()
 		s := openT(t, dir, Options{})
-		for q := 0; q < 3; q++ {
+		t.Logf("round %d: recovery of %d queues took %v, replayed %d records", r, queues, time.Since(t0), s.Stats().Replayed)
+		seen := map[int]bool{}
+		for _, a := range all {
+			seen[a.queue] = true
+		}
+		for q := range seen {
 			max := s.MaxOffset("crash", q)
 			for off := int64(0); off < max; off += MaxReadBatch {
 				got, err := s.Read("crash", q, off, MaxReadBatch)

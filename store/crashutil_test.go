@@ -14,6 +14,10 @@ import (
 // (segment path, position) hold every record acknowledged as synced.
 func crash(t helperT, s *Store) (string, int64) {
 	t.Helper()
+	// Wait out an fsync or checkpoint in flight: what it made durable is
+	// durable (a crash after it cannot lose it).
+	s.ckptMu.Lock()
+	s.ioMu.Lock()
 	s.mu.Lock()
 	s.closed, s.filesClosed = true, true
 	var seg *segment
@@ -28,6 +32,8 @@ func crash(t helperT, s *Store) (string, int64) {
 	}
 	path := seg.path
 	s.mu.Unlock()
+	s.ioMu.Unlock()
+	s.ckptMu.Unlock()
 	close(s.stop)
 	s.wg.Wait()
 	s.mu.Lock()

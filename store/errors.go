@@ -40,3 +40,41 @@ func (e *OffsetError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrOffsetTooSmall) true.
 func (e *OffsetError) Unwrap() error { return ErrOffsetTooSmall }
+
+// CorruptError says where the log is damaged in a way that is not a torn
+// tail: a bad record with intact records after it, a segment cut short, a
+// missing segment. It wraps ErrCorrupt. Repair cuts the log at Segment and
+// Position and reports what that loses.
+type CorruptError struct {
+	Segment  string // path of the log segment (for a missing one, the path it would have)
+	Position int64  // byte position of the first bad byte in Segment
+	// From and To are the log offsets affected, [From, To): the records
+	// that are damaged or missing, and those after them that a cut there
+	// would lose (To is -1 when the end is unknown).
+	From, To int64
+	Reason   string
+
+	kind damageKind // what Repair does about it
+}
+
+// damageKind is how Repair deals with a CorruptError.
+type damageKind int
+
+const (
+	damageCut     damageKind = iota // cut the log at (Segment, Position)
+	damageFront                     // segments missing at the front: the log starts later
+	damageMissing                   // segments the checkpoint named are missing at the end
+)
+
+// Error implements error.
+func (e *CorruptError) Error() string {
+	to := "the end of the log"
+	if e.To >= 0 {
+		to = fmt.Sprint(e.To - 1)
+	}
+	return fmt.Sprintf("%v: log segment %s position %d: %s; log offsets %d to %s affected (store.Repair cuts there and quarantines the rest)",
+		ErrCorrupt, e.Segment, e.Position, e.Reason, e.From, to)
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }

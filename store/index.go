@@ -4,10 +4,12 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/brokercore/brokercore/internal/crc"
+	"github.com/brokercore/brokercore/internal/fsx"
 )
 
 // The index is a set of files of fixed-size entries, RocketMQ's "consume
@@ -15,11 +17,15 @@ import (
 // record lives, and one for the whole log mapping a log offset the same way
 // (for ReadAt). Entry n sits at byte n*entrySize, so a lookup is one pread
 // and the index costs no memory per message. New entries are buffered and
-// written in blocks; the checkpoint says up to where the files are durable,
-// and Open rebuilds what lies past it from the log.
+// written in blocks (at the latest by the next checkpoint). Index files are
+// derived state and never fsynced: the checkpoint says how far they were
+// written, Open checks that they are (their length, their newest entry) and
+// rebuilds from the log when not, and every entry a read uses is checked
+// against the record it names (heal.go repairs a damaged one from the log).
 const (
-	entrySize  = 32
-	flushBytes = 4096 // write buffered entries once this many bytes wait
+	entrySize    = 32
+	flushBytes   = 4096 // write buffered entries once this many bytes wait
+	logIndexName = "log.idx"
 )
 
 // entry locates one record.
@@ -41,7 +47,7 @@ func (e entry) put(b []byte) {
 	binary.LittleEndian.PutUint64(b[8:], uint64(e.storedAt))
 	binary.LittleEndian.PutUint64(b[16:], uint64(e.pos))
 	binary.LittleEndian.PutUint32(b[24:], e.size)
-	binary.LittleEndian.PutUint32(b[28:], crc32.Checksum(b[:28], castagnoli))
+	binary.LittleEndian.PutUint32(b[28:], crc.Checksum(b[:28]))
 }
 
 // decodeEntry decodes an index entry; a zeroed or garbled one is ErrCorrupt.
@@ -49,7 +55,7 @@ func decodeEntry(b []byte) (entry, error) {
 	if len(b) != entrySize {
 		return entry{}, fmt.Errorf("%w: index entry of %d bytes", ErrCorrupt, len(b))
 	}
-	if want, got := binary.LittleEndian.Uint32(b[28:]), crc32.Checksum(b[:28], castagnoli); want != got {
+	if want, got := binary.LittleEndian.Uint32(b[28:]), crc.Checksum(b[:28]); want != got {
 		return entry{}, fmt.Errorf("%w: index entry checksum %#08x, computed %#08x", ErrCorrupt, want, got)
 	}
 	e := entry{
@@ -68,18 +74,27 @@ func decodeEntry(b []byte) (entry, error) {
 // entries from flushed to flushed+len(buf)/entrySize wait in buf. The Store
 // lock guards it: writers hold it exclusively, readers shared.
 type indexFile struct {
-	f       *os.File
+	f       fsx.File
 	flushed int64 // number of the first entry still in buf
 	buf     []byte
-	dirty   bool // written since the last fsync
+	queued  bool // on the store's dirty list (entries wait in buf)
 }
 
-func openIndexFile(path string, next int64) (*indexFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+func openIndexFile(fsys fsx.FS, path string, next int64) (*indexFile, error) {
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, err
 	}
 	return &indexFile{f: f, flushed: next}, nil
+}
+
+// size is the file's length in entries.
+func (x *indexFile) size() (int64, error) {
+	fi, err := x.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size() / entrySize, nil
 }
 
 // reset discards buffered entries and makes n the next entry to write.
@@ -92,7 +107,8 @@ func (x *indexFile) next() int64 { return x.flushed + int64(len(x.buf)/entrySize
 
 // add appends entry number n. Entries are written densely; an n past the end
 // (the first entry after retention emptied a queue, or a rebuild starting
-// mid-queue) first flushes and restarts the buffer there.
+// mid-queue) first flushes and restarts the buffer there. Callers put x on
+// the store's dirty list (Store.addEntry).
 func (x *indexFile) add(n int64, e entry) error {
 	if n != x.next() {
 		if err := x.flush(); err != nil {
@@ -118,23 +134,23 @@ func (x *indexFile) flush() error {
 	}
 	x.flushed += int64(len(x.buf) / entrySize)
 	x.buf = x.buf[:0]
-	x.dirty = true
 	return nil
 }
 
-// read returns entries [n, n+count).
-func (x *indexFile) read(n int64, count int) ([]entry, error) {
+// read returns entries [n, n+count); on error also the number of the entry
+// at fault.
+func (x *indexFile) read(n int64, count int) ([]entry, int64, error) {
 	out := make([]entry, 0, count)
 	if n < x.flushed {
 		k := min(int64(count), x.flushed-n)
 		b := make([]byte, k*entrySize)
 		if _, err := x.f.ReadAt(b, n*entrySize); err != nil {
-			return nil, fmt.Errorf("%w: read index %s entry %d: %v", ErrCorrupt, x.f.Name(), n, err)
+			return nil, n, fmt.Errorf("%w: read index %s entry %d: %v", ErrCorrupt, x.f.Name(), n, err)
 		}
 		for i := int64(0); i < k; i++ {
 			e, err := decodeEntry(b[i*entrySize : (i+1)*entrySize])
 			if err != nil {
-				return nil, fmt.Errorf("index %s entry %d: %w", x.f.Name(), n+i, err)
+				return nil, n + i, fmt.Errorf("index %s entry %d: %w", x.f.Name(), n+i, err)
 			}
 			out = append(out, e)
 		}
@@ -144,16 +160,16 @@ func (x *indexFile) read(n int64, count int) ([]entry, error) {
 	for ; count > 0; count-- {
 		i := n - x.flushed
 		if i < 0 || (i+1)*entrySize > int64(len(x.buf)) {
-			return nil, fmt.Errorf("%w: index %s has no entry %d", ErrCorrupt, x.f.Name(), n)
+			return nil, -1, fmt.Errorf("%w: index %s has no entry %d", ErrCorrupt, x.f.Name(), n)
 		}
 		e, err := decodeEntry(x.buf[i*entrySize : (i+1)*entrySize])
 		if err != nil {
-			return nil, err
+			return nil, -1, err
 		}
 		out = append(out, e)
 		n++
 	}
-	return out, nil
+	return out, -1, nil
 }
 
 func (x *indexFile) get(n int64) (entry, error) {
@@ -188,9 +204,13 @@ type queue struct {
 // search returns the first offset in [lo, hi) whose entry satisfies ok, or
 // hi; ok must be monotonic (false…false true…true).
 func (q *queue) search(lo, hi int64, ok func(entry) bool) (int64, error) {
+	return q.searchWith(lo, hi, q.idx.get, ok)
+}
+
+func (q *queue) searchWith(lo, hi int64, get func(int64) (entry, error), ok func(entry) bool) (int64, error) {
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		e, err := q.idx.get(mid)
+		e, err := get(mid)
 		if err != nil {
 			return 0, err
 		}
@@ -209,8 +229,7 @@ func (s *Store) queue(topic string, id int, create bool) (*queue, error) {
 	if q := s.queues[topic][id]; q != nil || !create {
 		return q, nil
 	}
-	name := base64.RawURLEncoding.EncodeToString([]byte(topic)) + "." + strconv.Itoa(id) + ".cq"
-	idx, err := openIndexFile(filepath.Join(s.dir, "index", name), 0)
+	idx, err := openIndexFile(s.fs, filepath.Join(s.dir, "index", encodeQueueName(topic, id)), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -221,4 +240,35 @@ func (s *Store) queue(topic string, id int, create bool) (*queue, error) {
 	s.queues[topic][id] = q
 	s.nq++
 	return q, nil
+}
+
+// addEntry adds entry n to x and keeps x on the dirty list the checkpoint
+// flushes, so a checkpoint costs what changed, not the number of queues.
+// Callers hold mu exclusively.
+func (s *Store) addEntry(x *indexFile, n int64, e entry) error {
+	if !x.queued {
+		x.queued = true
+		s.dirty = append(s.dirty, x)
+	}
+	return x.add(n, e)
+}
+
+// flushDirty writes every buffered index entry. Callers hold mu exclusively.
+func (s *Store) flushDirty() error {
+	for i, x := range s.dirty {
+		if err := x.flush(); err != nil {
+			s.dirty = append(s.dirty[:0], s.dirty[i:]...)
+			return err
+		}
+		x.queued = false
+	}
+	clear(s.dirty)
+	s.dirty = s.dirty[:0]
+	return nil
+}
+
+// encodeQueueName is the index file name of a queue: topics are data, never
+// file paths.
+func encodeQueueName(topic string, id int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(topic)) + "." + strconv.Itoa(id) + ".cq"
 }

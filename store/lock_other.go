@@ -9,11 +9,6 @@ import (
 
 // lockDir only creates dir/LOCK where flock is not available: the caller
 // must make sure a directory is opened by one Store at a time.
-func (s *Store) lockDir() error {
-	f, err := os.OpenFile(filepath.Join(s.dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o640)
-	if err != nil {
-		return err
-	}
-	s.lockF = f
-	return nil
+func lockDir(dir string) (*os.File, error) {
+	return os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o640)
 }

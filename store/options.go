@@ -1,9 +1,10 @@
 package store
 
 import (
-	"io"
 	"log/slog"
 	"time"
+
+	"github.com/brokercore/brokercore/internal/fsx"
 )
 
 // SyncPolicy says when appended records are fsynced.
@@ -52,6 +53,14 @@ const (
 	// MaxBatchBytes bounds the bodies and metadata of one Append batch
 	// together (and MaxMessageSize).
 	MaxBatchBytes = 256 << 20
+	// DefaultCheckpointBytes bounds how much log a recovery replays: a
+	// checkpoint is written once this many bytes were appended since the
+	// last one (and at every segment roll, every DefaultCheckpointEvery and
+	// on Close).
+	DefaultCheckpointBytes = 4 << 20
+	// DefaultCheckpointEvery is the longest time between two checkpoints
+	// while records are being appended.
+	DefaultCheckpointEvery = 10 * time.Second
 	// MaxReadBatch is the most messages one Read returns; a larger max is
 	// clamped (callers page by QueueOffset).
 	MaxReadBatch = 1024
@@ -80,6 +89,14 @@ type Options struct {
 	// MaxMessageSize bounds each message's Body (default
 	// DefaultMaxMessageSize).
 	MaxMessageSize int
+	// CheckpointBytes and CheckpointEvery bound the log a recovery replays
+	// (defaults DefaultCheckpointBytes and DefaultCheckpointEvery).
+	CheckpointBytes int64
+	CheckpointEvery time.Duration
+	// FS is where the store writes every file that is not the log (index
+	// files, checkpoint, quarantine); nil = the operating system. Tests
+	// pass an fsx.Faulty to fail the Nth write, fsync or rename.
+	FS fsx.FS
 	// Now is the clock for StoredAt and MaxAge (nil = time.Now).
 	Now func() time.Time
 	// Logger receives recovery, retention, failures and rejected requests
@@ -106,11 +123,20 @@ func (o Options) withDefaults() Options {
 	if o.MaxMessageSize <= 0 {
 		o.MaxMessageSize = DefaultMaxMessageSize
 	}
+	if o.CheckpointBytes <= 0 {
+		o.CheckpointBytes = DefaultCheckpointBytes
+	}
+	if o.CheckpointEvery <= 0 {
+		o.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if o.FS == nil {
+		o.FS = fsx.OS
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
 }

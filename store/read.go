@@ -12,97 +12,170 @@ import (
 // offset offset, in order. At MaxOffset, or for a queue never written, it
 // returns an empty slice and no error; below MinOffset an *OffsetError
 // (ErrOffsetTooSmall). max is clamped to MaxReadBatch. The messages are
-// fresh copies owned by the caller.
+// fresh copies owned by the caller. A damaged index entry is repaired from
+// the log (Stats.IndexRepairs) and the read goes on.
 func (s *Store) Read(topic string, queueID int, offset int64, max int) ([]*Message, error) {
 	if topic == "" || queueID < 0 || max < 1 {
 		s.stats.rejected.Add(1)
 		err := fmt.Errorf("%w: read %q/%d max %d", ErrInvalid, topic, queueID, max)
-		s.log.Warn("store: read rejected", "topic", topic, "queue", queueID, "max", max, "err", err)
+		s.log.Debug("store: read rejected", "topic", topic, "queue", queueID, "max", max, "err", err)
 		return nil, err
 	}
+	for attempt := 0; ; attempt++ {
+		out, res := s.read(topic, queueID, offset, max)
+		if res.err == nil || attempt > 1 || (res.bad < 0 && !res.verify) {
+			if res.err != nil {
+				s.log.Debug("store: read failed", "topic", topic, "queue", queueID, "offset", offset, "err", res.err)
+			}
+			return out, res.err
+		}
+		if err := s.fixRead(res, func() error {
+			q := s.queues[topic][queueID]
+			if q == nil || res.bad < 0 {
+				return nil
+			}
+			return s.healQueue(q, res.bad)
+		}); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// readResult says why a read failed: an error, the index entry at fault
+// (bad, -1 if none) or that the records it would read must be verified
+// against the wal first (verify.go).
+type readResult struct {
+	err    error
+	bad    int64
+	verify bool
+}
+
+// fixRead verifies the tail or repairs an index entry (heal) under the
+// exclusive lock, so the read can be tried again.
+func (s *Store) fixRead(res readResult, heal func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if res.verify {
+		return s.verifyTail()
+	}
+	return heal()
+}
+
+func (s *Store) read(topic string, queueID int, offset int64, max int) ([]*Message, readResult) {
 	s.mu.RLock()
 	if err := s.usable(); err != nil {
 		s.mu.RUnlock()
-		return nil, err
+		return nil, readResult{err: err, bad: -1}
 	}
 	s.stats.reads.Add(1)
 	q := s.queues[topic][queueID]
 	if q == nil {
 		s.mu.RUnlock()
 		if offset < 0 {
-			return nil, &OffsetError{Topic: topic, QueueID: queueID, Offset: offset, Min: 0}
+			return nil, readResult{err: &OffsetError{Topic: topic, QueueID: queueID, Offset: offset, Min: 0}, bad: -1}
 		}
-		return []*Message{}, nil
+		return []*Message{}, readResult{bad: -1}
 	}
 	if offset < q.min {
 		qmin := q.min
 		s.mu.RUnlock()
-		return nil, &OffsetError{Topic: topic, QueueID: queueID, Offset: offset, Min: qmin}
+		return nil, readResult{err: &OffsetError{Topic: topic, QueueID: queueID, Offset: offset, Min: qmin}, bad: -1}
 	}
 	if offset >= q.visible {
 		s.mu.RUnlock()
-		return []*Message{}, nil
+		return []*Message{}, readResult{bad: -1}
 	}
 	n := int(min(int64(min(max, MaxReadBatch)), q.visible-offset))
-	entries, err := q.idx.read(offset, n)
-	var spans []span
-	if err == nil {
-		spans, err = s.planSpans(entries)
+	entries, at, err := q.idx.read(offset, n)
+	if err != nil {
+		s.mu.RUnlock()
+		return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, at, err), bad: at}
 	}
+	if entries[len(entries)-1].logOffset >= s.verified {
+		s.mu.RUnlock()
+		return nil, readResult{err: errVerify, bad: -1, verify: true}
+	}
+	spans, err := s.planSpans(entries)
 	s.mu.RUnlock() // the spans' segments stay open until read
 	if err != nil {
-		return nil, fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset, err)
+		return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset, err), bad: -1}
 	}
-	out, at, err := readSpans(spans, entries, topic)
+	out, i, err := readSpans(spans, entries, topic)
 	if err != nil {
-		return nil, fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset+int64(at), err)
+		return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset+int64(i), err), bad: offset + int64(i)}
 	}
 	for i, m := range out {
 		if m.Topic != topic || m.QueueID != queueID || m.QueueOffset != offset+int64(i) {
-			return nil, fmt.Errorf("read %s/%d at %d: %w: index points at %s/%d offset %d",
-				topic, queueID, offset+int64(i), ErrCorrupt, m.Topic, m.QueueID, m.QueueOffset)
+			return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w: index points at %s/%d offset %d",
+				topic, queueID, offset+int64(i), ErrCorrupt, m.Topic, m.QueueID, m.QueueOffset), bad: offset + int64(i)}
 		}
 	}
 	s.stats.readMsgs.Add(uint64(len(out)))
-	return out, nil
+	return out, readResult{bad: -1}
 }
 
 // ReadAt returns the message at a log offset. A log offset that was never
 // written (or not yet made visible) is ErrInvalid; one dropped by retention
 // is ErrOffsetTooSmall.
 func (s *Store) ReadAt(logOffset int64) (*Message, error) {
+	for attempt := 0; ; attempt++ {
+		m, res := s.readAt(logOffset)
+		if res.err == nil || attempt > 1 || (res.bad < 0 && !res.verify) {
+			if res.err != nil {
+				s.log.Debug("store: read failed", "offset", logOffset, "err", res.err)
+			}
+			return m, res.err
+		}
+		if err := s.fixRead(res, func() error { return s.healLog(logOffset) }); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (s *Store) readAt(logOffset int64) (*Message, readResult) {
 	s.mu.RLock()
 	if err := s.usable(); err != nil {
 		s.mu.RUnlock()
-		return nil, err
+		return nil, readResult{err: err, bad: -1}
 	}
 	s.stats.reads.Add(1)
 	if logOffset < s.logMin {
 		err := fmt.Errorf("%w: log offset %d, oldest is %d", ErrOffsetTooSmall, logOffset, s.logMin)
 		s.mu.RUnlock()
-		return nil, err
+		return nil, readResult{err: err, bad: -1}
 	}
 	if end := s.readableEnd(); logOffset >= end {
 		s.mu.RUnlock()
 		s.stats.rejected.Add(1)
-		return nil, fmt.Errorf("%w: log offset %d not written (next is %d)", ErrInvalid, logOffset, end)
+		return nil, readResult{err: fmt.Errorf("%w: log offset %d not written (next is %d)", ErrInvalid, logOffset, end), bad: -1}
+	}
+	if logOffset >= s.verified {
+		s.mu.RUnlock()
+		return nil, readResult{err: errVerify, bad: -1, verify: true}
 	}
 	e, err := s.lidx.get(logOffset)
-	entries := []entry{e}
-	var spans []span
-	if err == nil {
-		spans, err = s.planSpans(entries)
+	if err == nil && e.logOffset != logOffset {
+		err = fmt.Errorf("%w: log index entry %d names log offset %d", ErrCorrupt, logOffset, e.logOffset)
 	}
+	if err != nil {
+		s.mu.RUnlock()
+		return nil, readResult{err: fmt.Errorf("read log offset %d: %w", logOffset, err), bad: logOffset}
+	}
+	entries := []entry{e}
+	spans, err := s.planSpans(entries)
 	s.mu.RUnlock()
 	if err != nil {
-		return nil, fmt.Errorf("read log offset %d: %w", logOffset, err)
+		return nil, readResult{err: fmt.Errorf("read log offset %d: %w", logOffset, err), bad: -1}
 	}
 	out, _, err := readSpans(spans, entries, "")
 	if err != nil {
-		return nil, fmt.Errorf("read log offset %d: %w", logOffset, err)
+		return nil, readResult{err: fmt.Errorf("read log offset %d: %w", logOffset, err), bad: logOffset}
 	}
 	s.stats.readMsgs.Add(1)
-	return out[0], nil
+	return out[0], readResult{bad: -1}
 }
 
 // readableEnd is the first log offset readers may not see yet.
@@ -239,15 +312,25 @@ func (s *Store) MaxOffset(topic string, queueID int) int64 {
 // everything (and 0 for a queue never written). StoredAt never decreases
 // along the log, so this is a binary search over the index.
 func (s *Store) OffsetAt(topic string, queueID int, t time.Time) int64 {
+	want := t.UnixNano()
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	q := s.queues[topic][queueID]
 	if q == nil {
+		s.mu.RUnlock()
 		return 0
 	}
 	lo := min(q.min, q.visible)
-	want := t.UnixNano()
 	off, err := q.search(lo, q.visible, func(e entry) bool { return e.storedAt >= want })
+	s.mu.RUnlock()
+	if err == nil {
+		return off
+	}
+	// A damaged entry on the way: search again, repairing what it meets.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lo = min(q.min, q.visible)
+	off, err = q.searchWith(lo, q.visible, func(n int64) (entry, error) { return s.entryOf(q, n) },
+		func(e entry) bool { return e.storedAt >= want })
 	if err != nil {
 		s.log.Error("store: time lookup failed; answering the oldest offset", "topic", topic, "queue", queueID, "err", err)
 		return lo

@@ -3,10 +3,11 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/brokercore/brokercore/internal/crc"
 )
 
 // Record layout (one tidwall/wal entry per record):
@@ -30,13 +31,10 @@ const (
 	recordHeader       = 6
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // recordCRC is the checksum of a whole encoded record, skipping the CRC
 // field itself.
 func recordCRC(rec []byte) uint32 {
-	c := crc32.Update(0, castagnoli, rec[:2])
-	return crc32.Update(c, castagnoli, rec[recordHeader:])
+	return crc.Update(crc.Update(0, rec[:2]), rec[recordHeader:])
 }
 
 // metaSize is the number of bytes a message's metadata (everything but the

@@ -1,174 +1,329 @@
 package store
 
 import (
+	"encoding/binary"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
+	"strings"
 )
 
-// scanItem is one wal entry met while scanning the tail, or (ok == false,
-// framing == true) the point where a segment stops parsing as wal entries.
-type scanItem struct {
-	seg       int   // index into the segment list
-	start     int64 // position of the wal entry (its length prefix)
-	end       int64 // position just past it
-	ok        bool  // decodes, checksum matches, LogOffset is where it must be
-	framing   bool
-	batchEnd  bool
-	logOffset int64
-	storedAt  time.Time
-	err       error
+// Recovery reads the log's segment files before tidwall/wal opens them
+// (wal.Open fails on a torn last entry), relying only on wal's segment
+// format: files named by the wal index of their first entry, each entry a
+// uvarint length and the data. The log is the only truth; what the
+// checkpoint says about it (logFacts) is used to find what is missing,
+// never to decide that a record may be dropped.
+//
+// The rules:
+//   - A tail is torn only when no intact record follows the first bad byte
+//     of the last segment. Then it is cut back to the end of the last whole
+//     batch (which may lie in an earlier segment when a batch spans them).
+//   - A bad record with an intact one after it, anywhere, is corruption:
+//     a *CorruptError naming segment, position and the log offsets affected.
+//   - Segments cover the log without gaps from the retained minimum to the
+//     end: a missing segment, or an older one cut short, is a *CorruptError
+//     naming the missing range. Segments retention removed are not gaps.
+
+// logFacts is what a readable checkpoint says about the log.
+type logFacts struct {
+	known    bool
+	retained uint64 // retention removed every wal index below it
+	segment  uint64 // first wal index of the segment the checkpoint's position is in
+	durable  int64  // log offsets below it were fsynced
 }
 
-// scanTail decodes every entry of segs[from:].
-func scanTail(segs []*segment, from int) ([]scanItem, error) {
-	var items []scanItem
-	for j := from; j < len(segs); j++ {
-		data, err := os.ReadFile(segs[j].path)
+func factsOf(ck *checkpoint) logFacts {
+	if ck == nil {
+		return logFacts{}
+	}
+	return logFacts{known: true, retained: max(ck.retained, 1), segment: ck.segment, durable: ck.durable}
+}
+
+// recItem is one intact record of a segment.
+type recItem struct {
+	start, end int64 // the wal entry: its length prefix, and just past it
+	batchEnd   bool
+	logOffset  int64
+}
+
+// scanSegment decodes the wal entries of data from byte 0; the first must
+// be log offset first, and each the next. It stops at the first byte that
+// does not begin an intact record of the expected log offset: bad is its
+// position (len(data) for a clean segment) and why says what is wrong.
+func scanSegment(data []byte, first int64) (items []recItem, bad int64, why string) {
+	at := 0
+	var m Message
+	for at < len(data) {
+		n, k := binary.Uvarint(data[at:])
+		if k <= 0 || n > uint64(len(data)-at-k) {
+			return items, int64(at), fmt.Sprintf("%d bytes do not parse as a wal entry", len(data)-at)
+		}
+		rec := data[at+k : at+k+int(n)]
+		batchEnd, err := decodeRecordTo(&m, rec, "")
+		want := first + int64(len(items))
+		if err == nil && m.LogOffset != want {
+			err = fmt.Errorf("record has log offset %d, expected %d", m.LogOffset, want)
+		}
+		if err != nil {
+			return items, int64(at), strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": ")
+		}
+		end := at + k + int(n)
+		items = append(items, recItem{start: int64(at), end: int64(end), batchEnd: batchEnd, logOffset: want})
+		at = end
+	}
+	return items, int64(len(data)), ""
+}
+
+// intactAfter looks for an intact record of log offset min or later that
+// begins after byte from, at any byte position (a damaged length prefix
+// hides where the next entry starts). It returns the log offset of the last
+// intact record of the run that follows.
+func intactAfter(data []byte, from int64, min int64) (last int64, found bool) {
+	var m Message
+	for p := int(from) + 1; p < len(data); p++ {
+		n, k := binary.Uvarint(data[p:])
+		if k <= 0 || n < recordHeader || n > uint64(len(data)-p-k) {
+			continue
+		}
+		rec := data[p+k : p+k+int(n)]
+		if rec[0] != recordVersion || rec[1]&^flagBatchEnd != 0 {
+			continue
+		}
+		if _, err := decodeRecordTo(&m, rec, ""); err != nil || m.LogOffset < min {
+			continue
+		}
+		items, _, _ := scanSegment(data[p:], m.LogOffset)
+		return items[len(items)-1].logOffset, true
+	}
+	return 0, false
+}
+
+// segEnd is what proveEnd learned about a closed segment's last record.
+type segEnd struct {
+	batchEnd bool
+}
+
+// proveEnd checks that a closed segment holds exactly the wal indexes up to
+// next-1: cheaply, when the log-wide index names the position of its last
+// record and that record is there, intact, ending the file; otherwise by
+// decoding the whole segment. Closed segments are never torn (wal fsyncs a
+// segment before starting the next), so anything wrong is corruption.
+func proveEnd(sg *segment, next uint64, readEntry func(int64) (entry, error)) (segEnd, error) {
+	first := int64(sg.start) - 1
+	last := int64(next) - 2
+	if last < first {
+		if sg.size == 0 {
+			return segEnd{batchEnd: true}, nil
+		}
+		return segEnd{}, &CorruptError{Segment: sg.path, Position: 0, From: first, To: -1,
+			Reason: fmt.Sprintf("segment holds bytes but the next segment starts at the same wal index %d", next)}
+	}
+	if readEntry != nil {
+		if e, err := readEntry(last); err == nil && e.logOffset == last && e.pos+int64(e.size) == sg.size {
+			if be, ok := recordAt(sg.path, e.pos, int(e.size), last); ok {
+				return segEnd{batchEnd: be}, nil
+			}
+		}
+	}
+	data, err := os.ReadFile(sg.path)
+	if err != nil {
+		return segEnd{}, err
+	}
+	items, bad, why := scanSegment(data, first)
+	if bad < int64(len(data)) {
+		return segEnd{}, &CorruptError{Segment: sg.path, Position: bad, From: first + int64(len(items)), To: -1, Reason: why}
+	}
+	if got := first + int64(len(items)); got != last+1 {
+		if got < last+1 {
+			return segEnd{}, &CorruptError{Segment: sg.path, Position: int64(len(data)), From: got, To: last + 1,
+				Reason: fmt.Sprintf("segment is short: it ends at log offset %d, the next segment starts at %d", got-1, last+1)}
+		}
+		return segEnd{}, &CorruptError{Segment: sg.path, Position: items[last+1-first].start, From: last + 1, To: got,
+			Reason: "segment overlaps the next one"}
+	}
+	if len(items) == 0 {
+		return segEnd{batchEnd: true}, nil
+	}
+	return segEnd{batchEnd: items[len(items)-1].batchEnd}, nil
+}
+
+// recordAt reads the wal entry whose data is [pos, pos+size) of a segment
+// and reports whether it is an intact record of log offset want, and its
+// batch-end flag.
+func recordAt(path string, pos int64, size int, want int64) (batchEnd bool, ok bool) {
+	hdr := int64(uvarintLen(uint64(size)))
+	if pos < hdr {
+		return false, false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, false
+	}
+	defer f.Close()
+	buf := make([]byte, hdr+int64(size))
+	if _, err := f.ReadAt(buf, pos-hdr); err != nil {
+		return false, false
+	}
+	if n, k := binary.Uvarint(buf); k != int(hdr) || n != uint64(size) {
+		return false, false
+	}
+	var m Message
+	be, err := decodeRecordTo(&m, buf[hdr:], "")
+	return be, err == nil && m.LogOffset == want
+}
+
+// cutPlan is where Open cuts the log: segment segs[seg] at byte pos, and
+// every segment after it. seg is -1 when nothing is cut.
+type cutPlan struct {
+	seg        int
+	pos        int64
+	bytes      int64
+	entries    int // wal entries (and unparseable bytes, as one) cut
+	reason     string
+	durableCut int64 // records the checkpoint recorded as durable that the cut takes
+}
+
+// inspection is the verdict on the log files before wal opens them.
+type inspection struct {
+	segs []*segment
+	cut  cutPlan
+	next int64 // next log offset once the cut is applied
+}
+
+// inspectLog checks the continuity of segs and finds the torn tail, if any.
+// It changes nothing on disk.
+func inspectLog(walDir string, segs []*segment, facts logFacts, readEntry func(int64) (entry, error)) (*inspection, error) {
+	ins := &inspection{segs: segs, cut: cutPlan{seg: -1}}
+	if len(segs) == 0 {
+		if facts.known && (facts.durable > 0 || facts.retained > 1) {
+			first := int64(facts.retained) - 1
+			return nil, &CorruptError{Segment: filepath.Join(walDir, segmentName(facts.retained)), From: first, To: max(facts.durable, first),
+				Reason: "every log segment is missing", kind: damageMissing}
+		}
+		return ins, nil
+	}
+	if facts.known && segs[0].start > facts.retained {
+		return nil, &CorruptError{Segment: filepath.Join(walDir, segmentName(facts.retained)), From: int64(facts.retained) - 1,
+			To:     int64(segs[0].start) - 1,
+			Reason: fmt.Sprintf("log segment missing: the log starts at wal index %d, retention removed only below %d", segs[0].start, facts.retained),
+			kind:   damageFront}
+	}
+	ends := make([]segEnd, len(segs))
+	for i := 0; i < len(segs)-1; i++ {
+		e, err := proveEnd(segs[i], segs[i+1].start, readEntry)
 		if err != nil {
 			return nil, err
 		}
-		segs[j].size = int64(len(data))
-		frames, end := parseFrames(data, 0)
-		prev := int64(0)
-		for k, fr := range frames {
-			it := scanItem{seg: j, start: prev, end: fr.pos + int64(fr.size)}
-			prev = it.end
-			m, batchEnd, err := decodeRecord(data[fr.pos : fr.pos+int64(fr.size)])
-			want := int64(segs[j].start) - 1 + int64(k)
-			switch {
-			case err != nil:
-				it.err = err
-			case m.LogOffset != want:
-				it.err = fmt.Errorf("%w: record has log offset %d, expected %d", ErrCorrupt, m.LogOffset, want)
-			default:
-				it.ok, it.batchEnd, it.logOffset, it.storedAt = true, batchEnd, m.LogOffset, m.StoredAt
-			}
-			items = append(items, it)
-		}
-		if end < len(data) {
-			items = append(items, scanItem{seg: j, start: int64(end), end: int64(len(data)), framing: true,
-				err: fmt.Errorf("%w: %d bytes do not parse as a wal entry", ErrCorrupt, len(data)-end)})
+		ends[i] = e
+	}
+	last := len(segs) - 1
+	tail := segs[last]
+	data, err := os.ReadFile(tail.path)
+	if err != nil {
+		return nil, err
+	}
+	tail.size = int64(len(data))
+	first := int64(tail.start) - 1
+	items, bad, why := scanSegment(data, first)
+	logEnd := first + int64(len(items))
+	if bad < int64(len(data)) {
+		if lastOK, found := intactAfter(data, bad, logEnd); found {
+			return nil, &CorruptError{Segment: tail.path, Position: bad, From: logEnd, To: lastOK + 1,
+				Reason: fmt.Sprintf("%s, and intact records follow (up to log offset %d)", why, lastOK)}
 		}
 	}
-	return items, nil
-}
-
-// logPos is a position in the log: a segment (by its first wal index) and
-// a byte offset in it. The zero logPos (ok false) is before everything.
-type logPos struct {
-	segment uint64
-	pos     int64
-	ok      bool
-}
-
-// before reports whether p is at or before byte pos of segment seg.
-func (p logPos) before(seg uint64, pos int64) bool {
-	return p.ok && (seg > p.segment || (seg == p.segment && pos >= p.pos))
-}
-
-// tailInfo is what repairTail learned about the end of the log.
-type tailInfo struct {
-	lastStored time.Time // StoredAt of the last kept record (zero if none was scanned)
-	cutBytes   int64
-	cutRecords int
-}
-
-// repairTail cuts a torn or corrupt tail back to the end of the last whole
-// batch, before tidwall/wal ever sees the files (wal.Open fails on a torn
-// last entry). What counts as tail: everything after the first bad entry,
-// as long as no good record follows it. A bad entry followed by good ones is
-// corruption in the middle of the log: an error naming segment and position,
-// never silently dropped data, unless it lies past the last checkpoint
-// (synced), where a power loss may have written later pages but not earlier
-// ones; there it is cut too, and logged as an error with the intact records
-// it took. Records after the last batch-end marker are cut too, so a batch
-// is all-or-nothing across a crash.
-func repairTail(walDir string, segs []*segment, synced logPos, logger *slog.Logger) ([]*segment, tailInfo, error) {
-	var info tailInfo
-	if len(segs) == 0 {
-		return segs, info, nil
+	if facts.known && facts.segment > tail.start && facts.durable > logEnd {
+		return nil, &CorruptError{Segment: filepath.Join(walDir, segmentName(facts.segment)), From: logEnd, To: max(facts.durable, logEnd),
+			Reason: "log segment named by the checkpoint is missing", kind: damageMissing}
 	}
-	i := len(segs) - 1
-	for i > 0 && segs[i].size == 0 {
-		i--
+	why = cmpOr(why, "incomplete batch")
+	cut, next, err := planCut(segs, ends, items, bad < int64(len(data)), why)
+	if err != nil {
+		return nil, err
 	}
-	for {
-		items, err := scanTail(segs, i)
+	ins.next = next
+	if cut.bytes == 0 && cut.seg == last {
+		return ins, nil
+	}
+	if facts.known && facts.durable > next {
+		cut.durableCut = facts.durable - next
+	}
+	ins.cut = cut
+	return ins, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// planCut finds the end of the last whole batch, going back from the
+// intact records of the tail (items) into earlier segments when a batch
+// spans them, and returns the cut there and the log offset it leaves next.
+// torn says bytes follow the intact records.
+func planCut(segs []*segment, ends []segEnd, items []recItem, torn bool, why string) (cutPlan, int64, error) {
+	last := len(segs) - 1
+	cut := cutPlan{seg: last, reason: why}
+	first := int64(segs[last].start) - 1
+	next := lastBatchEnd(items, first, &cut)
+	cut.entries = len(items) - int(next-first)
+	if torn {
+		cut.entries++
+	}
+	for cut.pos == 0 && cut.seg > 0 && !ends[cut.seg-1].batchEnd {
+		// The last whole batch ends in an earlier segment.
+		prev := segs[cut.seg-1]
+		pdata, err := os.ReadFile(prev.path)
 		if err != nil {
-			return nil, info, err
+			return cut, 0, err
 		}
-		limit, intactAfter := len(items), 0
-		for k, it := range items {
-			if it.ok {
-				continue
-			}
-			for _, later := range items[k+1:] {
-				if !later.ok {
-					continue
-				}
-				if !synced.before(segs[it.seg].start, it.start) {
-					return nil, info, fmt.Errorf("log segment %s position %d (log offset %d follows it intact): %w",
-						segs[it.seg].path, it.start, later.logOffset, it.err)
-				}
-				intactAfter++
-			}
-			limit = k
-			break
-		}
-		kept := items[:limit]
-		last := -1
-		for k := len(kept) - 1; k >= 0; k-- {
-			if kept[k].batchEnd {
-				last = k
-				break
-			}
-		}
-		if last < 0 && i > 0 {
-			i-- // the batch boundary lies further back
-			continue
-		}
-		cutSeg, cutPos := 0, int64(0)
-		if last >= 0 {
-			cutSeg, cutPos = kept[last].seg, kept[last].end
-			info.lastStored = kept[last].storedAt
-		}
-		for _, s := range segs[cutSeg:] {
-			info.cutBytes += s.size
-		}
-		info.cutBytes -= cutPos
-		if info.cutBytes == 0 {
-			return segs, info, nil
-		}
-		info.cutRecords = len(items) - (last + 1)
-		attrs := []any{"segment", segs[cutSeg].path, "position", cutPos, "bytes", info.cutBytes, "entries", info.cutRecords}
-		if limit < len(items) {
-			attrs = append(attrs, "reason", items[limit].err.Error())
-		} else {
-			attrs = append(attrs, "reason", "incomplete batch")
-		}
-		if intactAfter > 0 {
-			attrs = append(attrs, "intact_records_cut", intactAfter)
-			logger.Error("store: recovery cut the unsynced log tail at a bad record followed by intact ones", attrs...)
-		} else {
-			logger.Warn("store: recovery cut the log tail", attrs...)
-		}
-		for j := len(segs) - 1; j > cutSeg; j-- {
-			if err := os.Remove(segs[j].path); err != nil {
-				return nil, info, err
-			}
-		}
-		if err := truncateSync(segs[cutSeg].path, cutPos); err != nil {
-			return nil, info, err
-		}
-		segs[cutSeg].size = cutPos
-		if err := syncDir(walDir); err != nil {
-			return nil, info, err
-		}
-		return segs[:cutSeg+1], info, nil
+		pitems, _, _ := scanSegment(pdata, int64(prev.start)-1) // proveEnd found it intact
+		cut.seg--
+		pfirst := int64(prev.start) - 1
+		next = lastBatchEnd(pitems, pfirst, &cut)
+		cut.entries += len(pitems) - int(next-pfirst)
 	}
+	for _, sg := range segs[cut.seg:] {
+		cut.bytes += sg.size
+	}
+	cut.bytes -= cut.pos
+	return cut, next, nil
+}
+
+// lastBatchEnd sets cut.pos just past the last batch-end record of items
+// (0 if none) and returns the log offset after it (first if none).
+func lastBatchEnd(items []recItem, first int64, cut *cutPlan) int64 {
+	cut.pos = 0
+	for k := len(items) - 1; k >= 0; k-- {
+		if items[k].batchEnd {
+			cut.pos = items[k].end
+			return items[k].logOffset + 1
+		}
+	}
+	return first
+}
+
+// applyCut removes the segments after the cut and truncates the one it is
+// in, then fsyncs the directory.
+func applyCut(walDir string, ins *inspection) error {
+	c := ins.cut
+	if c.seg < 0 {
+		return nil
+	}
+	for j := len(ins.segs) - 1; j > c.seg; j-- {
+		if err := os.Remove(ins.segs[j].path); err != nil {
+			return err
+		}
+	}
+	if err := truncateSync(ins.segs[c.seg].path, c.pos); err != nil {
+		return err
+	}
+	ins.segs[c.seg].size = c.pos
+	ins.segs = ins.segs[:c.seg+1]
+	return syncDir(walDir)
 }
 
 func truncateSync(path string, size int64) error {
@@ -186,223 +341,19 @@ func truncateSync(path string, size int64) error {
 	return err
 }
 
-// replayFn receives every record from a starting point to the end of the log.
-type replayFn func(m *Message, seg *segment, pos int64, size int) error
-
-// replay decodes the log from position pos of segs[from] to its end. The tail
-// has been repaired, so anything that does not decode is corruption.
-func replay(segs []*segment, from int, pos int64, fn replayFn) error {
-	for j := from; j < len(segs); j++ {
-		data, err := os.ReadFile(segs[j].path)
-		if err != nil {
-			return err
-		}
-		start := 0
-		if j == from {
-			start = int(min(pos, int64(len(data))))
-		}
-		frames, end := parseFrames(data, start)
-		if end < len(data) {
-			return fmt.Errorf("log segment %s position %d: %w: entry does not parse", segs[j].path, end, ErrCorrupt)
-		}
-		for _, fr := range frames {
-			m, _, err := decodeRecord(data[fr.pos : fr.pos+int64(fr.size)])
-			if err != nil {
-				return fmt.Errorf("log segment %s position %d: %w", segs[j].path, fr.pos, err)
-			}
-			m.Body = nil // replay needs the placement, not the payload
-			if err := fn(m, segs[j], fr.pos, fr.size); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// loadIndex brings the index up to the log: from the checkpoint when it is
-// consistent with the log, else rebuilt from the oldest segment.
-func (s *Store) loadIndex(tail tailInfo, trust bool) error {
-	ck, err := readCheckpoint(s.dir)
+// openEntryReader returns a reader of the log-wide index file for
+// inspectLog, or nil when there is none. The entries are only hints: every
+// one is checked against the record it names.
+func openEntryReader(path string) (read func(int64) (entry, error), closeFn func()) {
+	f, err := os.Open(path)
 	if err != nil {
-		s.log.Warn("store: unreadable checkpoint, rebuilding the index from the log", "dir", s.dir, "err", err)
-		ck = nil
+		return nil, func() {}
 	}
-	valid := trust && ck != nil && ck.next <= s.written && ck.next >= s.logMin
-	fromSeg, fromPos := 0, int64(0)
-	if valid {
-		fromSeg = -1
-		for i, sg := range s.segs {
-			if sg.start == ck.segment {
-				fromSeg, fromPos = i, ck.pos
-			}
+	return func(n int64) (entry, error) {
+		var b [entrySize]byte
+		if _, err := f.ReadAt(b[:], n*entrySize); err != nil {
+			return entry{}, err
 		}
-		if ck.next == s.written {
-			fromSeg = len(s.segs) // nothing to replay
-		}
-		valid = fromSeg >= 0
-	}
-	if ck != nil && !valid && trust {
-		s.log.Warn("store: checkpoint does not match the log, rebuilding the index",
-			"dir", s.dir, "checkpoint", ck.next, "log_min", s.logMin, "log_next", s.written)
-	}
-	next := s.logMin
-	if valid {
-		next = ck.next
-		s.lastStored = ck.lastStored
-	} else {
-		fromSeg, fromPos = 0, 0
-		if err := os.RemoveAll(filepath.Join(s.dir, "index")); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(filepath.Join(s.dir, "index"), 0o750); err != nil {
-			return err
-		}
-	}
-	if s.lidx, err = openIndexFile(filepath.Join(s.dir, "index", "log.idx"), next); err != nil {
-		return err
-	}
-	if valid {
-		for _, cq := range ck.queues {
-			q, err := s.queue(cq.topic, cq.id, true)
-			if err != nil {
-				return err
-			}
-			q.min, q.next, q.lastLog = cq.min, cq.next, cq.lastLog
-			q.idx.reset(cq.next)
-		}
-	}
-	replayed := 0
-	expect := next
-	err = replay(s.segs, fromSeg, fromPos, func(m *Message, sg *segment, pos int64, size int) error {
-		if m.LogOffset < expect {
-			return nil // before the checkpoint position: already indexed
-		}
-		if m.LogOffset != expect {
-			return fmt.Errorf("log segment %s position %d: %w: log offset %d, expected %d", sg.path, pos, ErrCorrupt, m.LogOffset, expect)
-		}
-		expect++
-		q, err := s.queue(m.Topic, m.QueueID, true)
-		if err != nil {
-			return err
-		}
-		if m.QueueOffset != q.next {
-			if valid || m.QueueOffset < q.next {
-				return fmt.Errorf("log segment %s position %d: %w: %s/%d queue offset %d, expected %d",
-					sg.path, pos, ErrCorrupt, m.Topic, m.QueueID, m.QueueOffset, q.next)
-			}
-			q.min, q.next = m.QueueOffset, m.QueueOffset // older records were retained
-		}
-		e := entry{logOffset: m.LogOffset, storedAt: m.StoredAt.UnixNano(), pos: pos, size: uint32(size)}
-		if err := s.lidx.add(m.LogOffset, e); err != nil {
-			return err
-		}
-		if err := q.idx.add(q.next, e); err != nil {
-			return err
-		}
-		q.next++
-		q.lastLog = m.LogOffset
-		if m.StoredAt.After(s.lastStored) {
-			s.lastStored = m.StoredAt
-		}
-		replayed++
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	s.stats.replayed.Store(int64(replayed))
-	if !valid && ck != nil {
-		// A queue the log no longer shows: if retention took its records,
-		// it keeps the offsets the checkpoint gave it (offsets never go
-		// backwards, even for an emptied queue); if the tail cut took them,
-		// they were never durable and it restarts where the log still had
-		// records of it.
-		for _, cq := range ck.queues {
-			if s.queues[cq.topic][cq.id] != nil {
-				continue
-			}
-			q, err := s.queue(cq.topic, cq.id, true)
-			if err != nil {
-				return err
-			}
-			next := cq.next
-			if cq.lastLog >= s.logMin {
-				next = cq.min
-			}
-			q.min, q.next, q.lastLog = next, next, -1
-			q.idx.reset(next)
-		}
-	}
-	if expect != s.written {
-		return fmt.Errorf("%w: replay ended at log offset %d, log ends at %d", ErrCorrupt, expect, s.written)
-	}
-	if tail.lastStored.After(s.lastStored) {
-		s.lastStored = tail.lastStored
-	}
-	for _, qs := range s.queues {
-		for _, q := range qs {
-			if err := s.raiseMin(q); err != nil {
-				return err
-			}
-			if err := checkNewest(q); err != nil {
-				return err
-			}
-			q.visible = q.next
-		}
-	}
-	if s.written > s.logMin {
-		e, err := s.lidx.get(s.written - 1)
-		if err == nil && e.logOffset != s.written-1 {
-			err = fmt.Errorf("%w: log index ends at %d, log at %d", ErrCorrupt, e.logOffset, s.written-1)
-		}
-		if err != nil {
-			return fmt.Errorf("log index: %w", err)
-		}
-	}
-	s.log.Info("store: opened", "dir", s.dir, "log_min", s.logMin, "log_next", s.written,
-		"segments", len(s.segs), "replayed", replayed, "queues", s.nq, "cut_bytes", tail.cutBytes)
-	if replayed > 0 || !valid {
-		return s.checkpoint()
-	}
-	return nil
-}
-
-// raiseMin moves q.min up to the first offset whose record is still in the
-// log (after retention dropped segments).
-func (s *Store) raiseMin(q *queue) error {
-	if q.min >= q.next {
-		return nil
-	}
-	first, err := q.idx.get(q.min)
-	if err != nil {
-		return fmt.Errorf("%s/%d: %w", q.topic, q.queueID(), err)
-	}
-	if first.logOffset >= s.logMin {
-		return nil
-	}
-	m, err := q.search(q.min, q.next, func(e entry) bool { return e.logOffset >= s.logMin })
-	if err != nil {
-		return err
-	}
-	q.min = m
-	return nil
-}
-
-func (q *queue) queueID() int { return q.id }
-
-// checkNewest verifies that a queue's index ends where its state says, so a
-// damaged or stale index file is caught (and rebuilt) at Open rather than
-// at a Read.
-func checkNewest(q *queue) error {
-	if q.next <= q.min || q.lastLog < 0 {
-		return nil
-	}
-	e, err := q.idx.get(q.next - 1)
-	if err != nil {
-		return fmt.Errorf("%s/%d: %w", q.topic, q.id, err)
-	}
-	if e.logOffset != q.lastLog {
-		return fmt.Errorf("%w: %s/%d index ends at log offset %d, expected %d", ErrCorrupt, q.topic, q.id, e.logOffset, q.lastLog)
-	}
-	return nil
+		return decodeEntry(b[:])
+	}, func() { f.Close() }
 }

@@ -125,11 +125,19 @@ func TestAPartialBatchSpanningSegmentsIsCutWhole(t *testing.T) {
 	require.NoError(t, s.Append(batch...))
 	require.Greater(t, s.Stats().Segments, 2, "the batch must span segments")
 	require.NoError(t, s.Close())
-	// Lose the last segment (as if its directory entry never reached disk):
-	// the batch's first records are intact in earlier segments, but the
-	// batch has no end marker any more.
+	// Lose the last segments after a clean Close: the checkpoint vouches for
+	// their records, so this is not a torn tail but lost acknowledged data:
+	// Open refuses, and an explicit Repair cuts the batch whole (its first
+	// records are intact in earlier segments, but it has no end marker any
+	// more).
 	require.NoError(t, os.Remove(tailSegment(t, dir)))
 	require.NoError(t, os.Remove(tailSegment(t, dir)))
+	_, err := Open(dir, o)
+	require.ErrorIs(t, err, ErrCorrupt)
+	rep, err := Repair(dir, RepairOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.Cuts)
+	assert.Equal(t, int64(1), rep.Cuts[len(rep.Cuts)-1].From, "the whole batch goes, from its first record")
 
 	s = openT(t, dir, o)
 	defer s.Close()
@@ -244,10 +252,11 @@ func TestTornTailThatRawWalRefusesIsRepairedByOpen(t *testing.T) {
 	assert.Equal(t, []string{"a", "b", "c"}, readAll(t, s, "t", 0))
 }
 
-// TestBadRecordPastTheCheckpointWithIntactOnesAfterIsCutNotFatal: a power
-// loss may persist a later page of an unsynced write and lose an earlier
-// one. Past the last checkpoint that is a torn tail, not mid-log corruption.
-func TestBadRecordPastTheCheckpointWithIntactOnesAfterIsCutNotFatal(t *testing.T) {
+// TestBadRecordWithIntactOnesAfterIsCorruptionEvenPastTheCheckpoint: a bad
+// record followed by an intact one is corruption wherever it lies (the old
+// rule cut it as a torn tail past the last checkpoint, which dropped
+// acknowledged records); Repair is the explicit way out.
+func TestBadRecordWithIntactOnesAfterIsCorruptionEvenPastTheCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	writeThree(t, dir, Options{}) // clean close: checkpoint at the end
 	s := openT(t, dir, Options{Sync: SyncNone})
@@ -263,9 +272,43 @@ func TestBadRecordPastTheCheckpointWithIntactOnesAfterIsCutNotFatal(t *testing.T
 	data[frames[7].pos+int64(frames[7].size)-1] ^= 0x01 // "h" bad, "i" intact after it
 	require.NoError(t, os.WriteFile(path, data, 0o640))
 
-	var logs logBuffer
-	s = openT(t, dir, Options{Logger: logs.logger()})
+	_, err = Open(dir, Options{})
+	require.ErrorIs(t, err, ErrCorrupt)
+	assert.Contains(t, err.Error(), "log offsets 7 to 8")
+	rep, err := Repair(dir, RepairOptions{})
+	require.NoError(t, err)
+	require.Len(t, rep.Cuts, 1)
+	assert.Equal(t, []LostRecord{{LogOffset: 8, Topic: "t", QueueID: 0, QueueOffset: 7}}, rep.Cuts[0].Records)
+	s = openT(t, dir, Options{})
 	defer s.Close()
 	assert.Equal(t, []string{"a", "b", "c", "d", "f", "g"}, readAll(t, s, "t", 0))
-	assert.Contains(t, logs.String(), "intact_records_cut=1")
+}
+
+// TestReplayAfterACrashIsBoundedByCheckpointBytes: without any segment
+// roll, checkpoints by bytes keep what a recovery replays bounded.
+func TestReplayAfterACrashIsBoundedByCheckpointBytes(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Sync: SyncNone, SegmentSize: 64 << 20, CheckpointBytes: 32 << 10}
+	s := openT(t, dir, o)
+	body := strings.Repeat("r", 200)
+	for i := 0; i < 3000; i++ { // ~700 KiB, about 20 checkpoints' worth
+		require.NoError(t, s.Append(msg("t", i%50, body)))
+	}
+	waitFor(t, func() bool {
+		s.mu.RLock()
+		due := s.ckptDue
+		s.mu.RUnlock()
+		if due || !s.ckptMu.TryLock() {
+			return false
+		}
+		s.ckptMu.Unlock()
+		return true
+	})
+	assert.Equal(t, 1, s.Stats().Segments, "no roll")
+	assert.GreaterOrEqual(t, s.Stats().Checkpoints, uint64(2), "checkpoints by bytes")
+	crash(t, s)
+	s = openT(t, dir, o)
+	defer s.Close()
+	assert.Less(t, s.Stats().Replayed, int64(2*(32<<10)/200), "at most about CheckpointBytes of log replayed")
+	assert.Equal(t, int64(60), s.MaxOffset("t", 0))
 }

@@ -12,21 +12,27 @@ import (
 // being written, and moves every queue's MinOffset up past what was
 // dropped. It returns the number of segments dropped. It also runs every
 // Options.RetainEvery in the background.
+//
+// Segments go through tidwall/wal's TruncateFront, never by deleting files
+// under the open wal. TruncateFront rewrites the first kept segment (a copy
+// of up to SegmentSize bytes per pass): that is the price.
 func (s *Store) Retain() (segments int, err error) {
 	s.retainMu.Lock()
 	defer s.retainMu.Unlock()
-	s.mu.RLock()
+	s.mu.Lock()
 	if err := s.usable(); err != nil {
-		s.mu.RUnlock()
+		s.mu.Unlock()
 		return 0, err
 	}
 	n, err := s.retainable()
-	s.mu.RUnlock()
 	if err != nil || n == 0 {
+		s.mu.Unlock()
 		return 0, err
 	}
-	// Checkpoint first: the dropped segments' records must be in a durable
-	// checkpoint so the queues' offsets survive them.
+	// Record what retention removes before removing it, so an Open after
+	// a crash tells retention from a lost segment (and finishes it).
+	s.retained = s.segs[n].start
+	s.mu.Unlock()
 	if err := s.checkpoint(); err != nil {
 		return 0, err
 	}
@@ -50,8 +56,9 @@ type trim struct {
 	below int64
 }
 
-// dropSegments removes the n oldest segments and raises every queue's
-// minimum past them; it returns the index space that may be freed.
+// dropSegments removes the n oldest segments through wal.TruncateFront and
+// raises every queue's minimum past them; it returns the index space that
+// may be freed.
 func (s *Store) dropSegments(n int) (int, []trim, error) {
 	s.ioMu.Lock()
 	defer s.ioMu.Unlock()
@@ -63,12 +70,19 @@ func (s *Store) dropSegments(n int) (int, []trim, error) {
 	if n >= len(s.segs) {
 		n = len(s.segs) - 1
 	}
-	for _, sg := range s.segs[:n] { // oldest first: a crash leaves a contiguous log
+	keep := s.segs[n]
+	for _, sg := range s.segs[:n+1] {
 		sg.close() // after the reads already using it
-		if err := os.Remove(sg.path); err != nil {
-			return 0, nil, s.fail(fmt.Errorf("retention: %w", err))
-		}
 	}
+	if err := s.wal.TruncateFront(keep.start); err != nil {
+		return 0, nil, s.fail(fmt.Errorf("retention: wal truncate front to %d: %w", keep.start, err))
+	}
+	// wal rewrote the first kept segment as a new file: read that one.
+	f, err := os.Open(keep.path)
+	if err != nil {
+		return 0, nil, s.fail(fmt.Errorf("retention: reopen %s: %w", keep.path, err))
+	}
+	keep.f = f
 	s.segs = append([]*segment(nil), s.segs[n:]...)
 	s.logMin = int64(s.segs[0].start) - 1
 	if err := syncDir(s.walDir); err != nil {
@@ -97,7 +111,8 @@ func (s *Store) trimIndex(x *indexFile, n int64) {
 	}
 }
 
-// retainable counts the leading segments retention may drop. Callers hold mu.
+// retainable counts the leading segments retention may drop. Callers hold mu
+// exclusively.
 func (s *Store) retainable() (int, error) {
 	if s.opts.MaxAge <= 0 && s.opts.MaxBytes <= 0 {
 		return 0, nil
@@ -117,6 +132,9 @@ func (s *Store) retainable() (int, error) {
 			} else {
 				// The newest record of the segment decides its age.
 				e, err := s.lidx.get(int64(next.start) - 2)
+				if err != nil && s.healLog(int64(next.start)-2) == nil {
+					e, err = s.lidx.get(int64(next.start) - 2)
+				}
 				if err != nil {
 					return 0, err
 				}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/brokercore/brokercore/internal/fsx"
 )
 
 // segment is one tidwall/wal segment file, named by the wal index of its
@@ -39,8 +41,10 @@ func (sg *segment) close() {
 func segmentName(index uint64) string { return fmt.Sprintf("%020d", index) }
 
 // listSegments returns the segment files of a wal directory in index order.
-// It refuses the .START/.END files wal leaves behind an interrupted
-// TruncateFront/TruncateBack: the store never calls those, so such a file
+// A .START file is what wal's TruncateFront leaves when it was interrupted
+// (retention): a complete copy of the entries from its index on, which
+// wal.Open renames over the segments before it; it stands for that
+// segment here. A .END file (TruncateBack, which the store never calls)
 // means someone else wrote here.
 func listSegments(dir string) ([]*segment, error) {
 	ents, err := os.ReadDir(dir)
@@ -51,6 +55,7 @@ func listSegments(dir string) ([]*segment, error) {
 		return nil, err
 	}
 	var segs []*segment
+	var start uint64
 	for _, e := range ents {
 		name := e.Name()
 		if e.IsDir() || len(name) < 20 {
@@ -61,10 +66,14 @@ func listSegments(dir string) ([]*segment, error) {
 			continue
 		}
 		if len(name) != 20 {
-			if strings.HasSuffix(name, ".START") || strings.HasSuffix(name, ".END") {
+			switch {
+			case name[20:] == ".START":
+				start = idx
+			case strings.HasSuffix(name, ".END"):
 				return nil, fmt.Errorf("%w: unexpected wal file %s", ErrCorrupt, name)
+			default:
+				continue
 			}
-			continue
 		}
 		info, err := e.Info()
 		if err != nil {
@@ -72,7 +81,16 @@ func listSegments(dir string) ([]*segment, error) {
 		}
 		segs = append(segs, &segment{start: idx, path: filepath.Join(dir, name), size: info.Size()})
 	}
-	sort.Slice(segs, func(i, j int) bool { return segs[i].start < segs[j].start })
+	sort.SliceStable(segs, func(i, j int) bool { return segs[i].start < segs[j].start })
+	if start > 0 {
+		kept := segs[:0]
+		for _, sg := range segs {
+			if sg.start > start || (sg.start == start && strings.HasSuffix(sg.path, ".START")) {
+				kept = append(kept, sg)
+			}
+		}
+		segs = kept
+	}
 	return segs, nil
 }
 
@@ -108,14 +126,4 @@ func uvarintLen(x uint64) int {
 }
 
 // syncDir makes created, renamed and removed directory entries durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func syncDir(dir string) error { return fsx.SyncDir(dir) }

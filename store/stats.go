@@ -2,29 +2,34 @@ package store
 
 import "sync/atomic"
 
-// Stats is a snapshot of the store's counters, for hosts to export.
+// Stats is a snapshot of the store's counters, for hosts to export (the
+// json names are the ones /v1/stats shows).
 type Stats struct {
-	Appends       uint64 // Append calls that wrote a batch
-	Messages      uint64 // messages appended
-	AppendedBytes uint64 // encoded record bytes appended
-	Rejected      uint64 // Append/Read calls refused for bad input
-	Syncs         uint64 // log fsyncs (group commits)
-	Reads         uint64 // Read and ReadAt calls
-	ReadMessages  uint64 // messages returned by Read and ReadAt
-	Checkpoints   uint64
-	Retained      uint64 // segments dropped by retention
-	RecoveryCut   int64  // bytes cut from the tail by the last Open
-	Replayed      int64  // records the last Open re-indexed from the log
-	Segments      int
-	Queues        int
-	LogMin        int64 // oldest log offset
-	LogNext       int64 // next log offset (of what is in the wal)
-	Failed        bool
+	Appends       uint64 `json:"appends"`        // Append calls that wrote a batch
+	Messages      uint64 `json:"messages"`       // messages appended
+	AppendedBytes uint64 `json:"appended_bytes"` // encoded record bytes appended
+	Rejected      uint64 `json:"rejected"`       // Append/Read calls refused for bad input
+	Syncs         uint64 `json:"syncs"`          // log fsyncs (group commits)
+	SyncedRecords uint64 `json:"synced_records"` // records those fsyncs made durable (SyncedRecords/Syncs: records per fsync)
+	Reads         uint64 `json:"reads"`          // Read and ReadAt calls
+	ReadMessages  uint64 `json:"read_messages"`  // messages returned by Read and ReadAt
+	Checkpoints   uint64 `json:"checkpoints"`
+	Retained      uint64 `json:"retained"`       // segments dropped by retention
+	IndexRepairs  uint64 `json:"index_repairs"`  // damaged index entries rebuilt from the log at Read
+	IndexRebuilds uint64 `json:"index_rebuilds"` // whole index rebuilt from the log at Open
+	RecoveryCut   int64  `json:"recovery_cut"`   // bytes cut from the tail by the last Open
+	Replayed      int64  `json:"replayed"`       // records the last Open re-indexed from the log
+	Segments      int    `json:"segments"`
+	Queues        int    `json:"queues"`
+	LogMin        int64  `json:"log_min"`  // oldest log offset
+	LogNext       int64  `json:"log_next"` // next log offset
+	Failed        bool   `json:"failed"`
 }
 
 type counters struct {
-	appends, messages, bytes, rejected, syncs, reads, readMsgs, ckpts, retained atomic.Uint64
-	cutBytes, replayed                                                          atomic.Int64
+	appends, messages, bytes, rejected, syncs, synced, reads, readMsgs atomic.Uint64
+	ckpts, retained, indexRepairs, rebuilds                            atomic.Uint64
+	cutBytes, replayed                                                 atomic.Int64
 }
 
 // Stats returns the store's counters.
@@ -37,16 +42,19 @@ func (s *Store) Stats() Stats {
 		AppendedBytes: s.stats.bytes.Load(),
 		Rejected:      s.stats.rejected.Load(),
 		Syncs:         s.stats.syncs.Load(),
+		SyncedRecords: s.stats.synced.Load(),
 		Reads:         s.stats.reads.Load(),
 		ReadMessages:  s.stats.readMsgs.Load(),
 		Checkpoints:   s.stats.ckpts.Load(),
 		Retained:      s.stats.retained.Load(),
+		IndexRepairs:  s.stats.indexRepairs.Load(),
+		IndexRebuilds: s.stats.rebuilds.Load(),
 		RecoveryCut:   s.stats.cutBytes.Load(),
 		Replayed:      s.stats.replayed.Load(),
 		Segments:      len(s.segs),
 		Queues:        s.nq,
 		LogMin:        s.logMin,
-		LogNext:       s.walNext,
+		LogNext:       s.written,
 		Failed:        s.failErr != nil,
 	}
 }

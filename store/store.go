@@ -10,23 +10,26 @@ import (
 	"time"
 
 	"github.com/tidwall/wal"
+
+	"github.com/brokercore/brokercore/internal/fsx"
 )
 
 // Store is an append-only message log with a per-queue index. It is safe for
 // concurrent use.
 //
 // Lock order: retainMu → ckptMu → ioMu → mu. mu guards all in-memory state;
-// appends hold it exclusively to place and encode their records (and, except
-// under SyncGroup, to write them to the wal), reads hold it shared; no
-// fsync and no SyncGroup wal write happens under it. ioMu serialises fsyncs
-// with the closing of segment handles by retention. Under SyncGroup one
-// goroutine at a time (the leader, holding writing) writes and fsyncs the
-// pending groups.
+// appends hold it exclusively to place and encode their records and write
+// them to the wal (a write to the page cache), reads hold it shared; no
+// fsync happens under it. ioMu serialises fsyncs with retention swapping
+// segment handles. Under SyncGroup one goroutine at a time (the leader,
+// holding syncing) fsyncs what the appenders wrote, while the next group
+// is being written (group commit, pipelined).
 type Store struct {
 	dir    string
 	walDir string
 	opts   Options
 	log    *slog.Logger
+	fs     fsx.FS // every file the store writes that is not the log
 	wal    *wal.Log
 	lockF  *os.File
 
@@ -43,28 +46,31 @@ type Store struct {
 	nq     int
 	segs   []*segment // in order; the last one is being written
 	lidx   *indexFile // log offset -> entry, for ReadAt
+	dirty  []*indexFile
 
-	tailStart  uint64 // first wal index of the segment being written, once pending records are in
-	tailSize   int64  // its bytes then (mirrors wal's)
-	written    int64  // next log offset to assign
-	walNext    int64  // next log offset to reach the wal (lags written while SyncGroup records are pending)
-	durable    int64  // log offsets below it are fsynced
-	logMin     int64  // oldest log offset still in a segment
+	tailStart  uint64 // first wal index of the segment being written
+	tailSize   int64  // its bytes, as the store placed them (verified against the file)
+	lastFrame  frameCheck
+	written    int64 // next log offset to assign (and to reach the wal)
+	verified   int64 // log offsets below it are where the store's positions say (verify.go)
+	durable    int64 // log offsets below it are fsynced
+	logMin     int64 // oldest log offset still in a segment
+	retained   uint64
 	lastStored time.Time
-	dirDirty   bool // a segment was created since the last directory fsync
-	ckptDue    bool // a segment rolled: write a checkpoint
+	dirDirty   bool  // a segment was created since the last directory fsync
+	ckptDue    bool  // a segment rolled, or ckptBytes were appended: write a checkpoint
+	ckptAt     int64 // tailSize-independent count of bytes appended at the last checkpoint
+	appended   int64 // bytes appended since Open
 	pending    []pendingVis
-	waiters    []waiter // SyncGroup appends waiting for their fsync, in log order
+	waiters    []waiter      // SyncGroup appends waiting for their fsync, in log order
+	syncing    bool          // SyncGroup: a leader is fsyncing
+	lastGroup  int           // appenders around the last fsync: answered + still waiting
+	lastFsync  time.Duration // how long it took
+	walCond    *sync.Cond
 
-	batch     wal.Batch  // SyncNone/SyncInterval: written by the appender under mu
-	pend      wal.Batch  // SyncGroup: records waiting for the leader's write
-	spare     wal.Batch  // the last written group's batch, for reuse
-	pendN     int        // records in pend
-	pendRolls []roll     // segments wal will start when pend is written
-	writing   bool       // the lead is taken: a goroutine writes and fsyncs groups (lead)
-	walCond   *sync.Cond // on mu; broadcast when durable moves, the lead is given up or the store fails
-	encBuf    []byte
-	plBuf     []placed
+	batch  wal.Batch
+	encBuf []byte
+	plBuf  []placed
 
 	kick  chan struct{}
 	stop  chan struct{}
@@ -98,8 +104,11 @@ type notice struct {
 const maxTopicLength = 255
 
 // Open opens the store in dir, creating it if needed, and recovers it: a
-// torn or corrupt tail is cut back to the last whole batch (logged with what
-// was cut), and the index is rebuilt for what the last checkpoint lacks.
+// torn tail is cut back to the last whole batch (logged with what was cut),
+// and the index is rebuilt for whatever the log shows it lacks. Damage that
+// is not a torn tail (a bad record followed by intact ones, a missing or
+// short segment) is refused with a *CorruptError; Repair cuts it
+// explicitly.
 func Open(dir string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if opts.Sync < SyncGroup || opts.Sync > SyncNone {
@@ -113,23 +122,28 @@ func Open(dir string, opts Options) (*Store, error) {
 		walDir:   filepath.Join(dir, "log"),
 		opts:     opts,
 		log:      opts.Logger,
+		fs:       opts.FS,
 		queues:   map[string]map[int]*queue{},
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		syncFile: (*os.File).Sync,
+		retained: 1,
 	}
 	s.walWrite = func(b *wal.Batch) error { return s.wal.WriteBatch(b) }
 	s.walCond = sync.NewCond(&s.mu)
 	if err := os.MkdirAll(filepath.Join(dir, "index"), 0o750); err != nil {
+		return nil, openErr(err)
+	}
+	lockF, err := lockDir(dir)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.lockDir(); err != nil {
-		return nil, err
-	}
+	s.lockF = lockF
 	if err := s.open(); err != nil {
 		s.closeFiles()
-		return nil, err
+		s.log.Debug("store: open failed", "dir", dir, "err", err)
+		return nil, openErr(err)
 	}
 	s.wg.Add(1)
 	go s.commitLoop()
@@ -140,25 +154,42 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// openErr makes an I/O failure of Open (a full disk) an ErrFailed; damage
+// stays ErrCorrupt.
+func openErr(err error) error {
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrFailed) || errors.Is(err, ErrInvalid) {
+		return err
+	}
+	return fmt.Errorf("%w: open: %w", ErrFailed, err)
+}
+
 func (s *Store) open() error {
 	if err := os.MkdirAll(s.walDir, 0o750); err != nil {
 		return err
 	}
+	ck, err := readCheckpoint(s.fs, s.dir)
+	if err != nil {
+		s.log.Warn("store: unreadable checkpoint, rebuilding the index from the log", "dir", s.dir, "err", err)
+		ck = nil
+	}
+	facts := factsOf(ck)
 	segs, err := listSegments(s.walDir)
 	if err != nil {
 		return err
 	}
-	// Up to the last checkpoint the log was synced: corruption there is
-	// never a torn tail.
-	var synced logPos
-	if ck, err := readCheckpoint(s.dir); err == nil && ck != nil {
-		synced = logPos{segment: ck.segment, pos: ck.pos, ok: true}
+	if !facts.known && len(segs) > 0 && segs[0].start > 1 {
+		s.log.Warn("store: no readable checkpoint says what retention removed; taking the log to start where its first segment does",
+			"dir", s.dir, "segment", segs[0].path, "offset", int64(segs[0].start)-1)
 	}
-	segs, tail, err := repairTail(s.walDir, segs, synced, s.log)
+	read, closeRead := openEntryReader(filepath.Join(s.dir, "index", logIndexName))
+	ins, err := inspectLog(s.walDir, segs, facts, read)
+	closeRead()
 	if err != nil {
 		return err
 	}
-	s.stats.cutBytes.Store(tail.cutBytes)
+	if err := s.cutTail(ins); err != nil {
+		return err
+	}
 	s.wal, err = wal.Open(s.walDir, &wal.Options{
 		NoSync:           true, // the store fsyncs, once per group
 		SegmentSize:      s.opts.SegmentSize,
@@ -175,6 +206,18 @@ func (s *Store) open() error {
 		return err
 	}
 	s.written = int64(last) // wal index = log offset + 1
+	if len(ins.segs) > 0 && s.written != ins.next {
+		return fmt.Errorf("%w: wal reports last index %d, the store's scan of its segments found %d", ErrCorrupt, last, ins.next)
+	}
+	if facts.known {
+		s.retained = facts.retained
+		if first, err := s.wal.FirstIndex(); err == nil && first < s.retained && s.retained <= last+1 {
+			// Retention recorded what it removes before removing it: finish.
+			if err := s.wal.TruncateFront(s.retained); err != nil {
+				return fmt.Errorf("finish retention: %w", err)
+			}
+		}
+	}
 	if segs, err = listSegments(s.walDir); err != nil {
 		return err
 	}
@@ -187,30 +230,50 @@ func (s *Store) open() error {
 		}
 	}
 	s.segs = segs
-	s.tailSize = segs[len(segs)-1].size
-	s.tailStart = segs[len(segs)-1].start
-	s.walNext = s.written
+	tail := segs[len(segs)-1]
+	s.tailSize, s.tailStart = tail.size, tail.start
+	s.retained = max(s.retained, segs[0].start)
 	// wal may just have created the directory and the first segment.
-	for _, d := range []string{s.walDir, filepath.Join(s.dir, "index"), s.dir} {
-		if err := syncDir(d); err != nil {
-			return err
-		}
-	}
-	s.logMin = int64(segs[0].start) - 1
-	if err := s.syncFile(segs[len(segs)-1].f); err != nil {
+	if err := syncDir(s.walDir); err != nil {
 		return err
 	}
-	if err := s.loadIndex(tail, true); err != nil {
-		// The index is derived data: whatever is wrong with it (a lost or
-		// damaged file), it can be rebuilt from the log.
-		s.log.Warn("store: index unusable, rebuilding it from the log", "dir", s.dir, "err", err)
-		s.closeIndex()
-		if err := s.loadIndex(tail, false); err != nil {
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return err
+	}
+	s.logMin = int64(segs[0].start) - 1
+	if err := s.syncFile(tail.f); err != nil {
+		return err
+	}
+	s.durable, s.verified = s.written, s.written
+	if err := s.loadIndex(ck, ins.cut.bytes); err != nil {
+		return err
+	}
+	if s.written > int64(tail.start)-1 {
+		e, err := s.lidx.get(s.written - 1)
+		if err != nil {
 			return err
 		}
+		s.lastFrame = frameCheck{pos: e.pos, size: e.size}
 	}
-	s.durable = s.written
 	return nil
+}
+
+// cutTail applies the torn-tail cut inspectLog planned, and logs it.
+func (s *Store) cutTail(ins *inspection) error {
+	c := ins.cut
+	if c.seg < 0 {
+		return nil
+	}
+	attrs := []any{"dir", s.dir, "segment", ins.segs[c.seg].path, "position", c.pos, "bytes", c.bytes,
+		"entries", c.entries, "next_log_offset", ins.next, "reason", c.reason}
+	if c.durableCut > 0 {
+		attrs = append(attrs, "durable_records_cut", c.durableCut)
+		s.log.Error("store: recovery cut a torn log tail holding records the checkpoint recorded as durable", attrs...)
+	} else {
+		s.log.Warn("store: recovery cut the log tail", attrs...)
+	}
+	s.stats.cutBytes.Store(c.bytes)
+	return applyCut(s.walDir, ins)
 }
 
 // usable reports why calls must be refused, if they must. Callers hold mu.
@@ -225,7 +288,7 @@ func (s *Store) usable() error {
 func (s *Store) fail(err error) error {
 	if s.failErr == nil {
 		s.failErr = fmt.Errorf("%w: %w", ErrFailed, err)
-		s.log.Error("store: failed; every later call returns this error", "dir", s.dir, "err", err)
+		s.log.Error("store: failed; every later call returns this error until it is reopened", "dir", s.dir, "err", err)
 		for _, w := range s.waiters {
 			w.done <- s.failErr
 		}
@@ -285,6 +348,7 @@ func (s *Store) closeIndex() {
 	}
 	s.queues = map[string]map[int]*queue{}
 	s.nq = 0
+	s.dirty = nil
 	s.lastStored = time.Time{}
 }
 

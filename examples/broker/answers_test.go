@@ -9,11 +9,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/pop"
 )
 
 // rawCall sends body (nil: none) with method to path and returns the status,
@@ -238,13 +240,15 @@ func TestZeroMaxIsTheLibraryDefault(t *testing.T) {
 
 // TestWrongLengthHandleKeyIsRefusedNotRegenerated: a handle key file of
 // the wrong length used to be replaced by a new key without a word, making
-// every handle in flight a forgery (404) instead of stale (409).
+// every handle in flight a forgery (404) instead of stale (409). The key
+// is brokercore.Open's now (written through fsx.WriteFile: temp file,
+// fsync, rename, directory fsync).
 func TestWrongLengthHandleKeyIsRefusedNotRegenerated(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "handle.key")
+	path := filepath.Join(dir, brokercore.HandleKeyFile)
 	require.NoError(t, os.WriteFile(path, []byte("short"), 0o600))
 	_, err := newBroker(Config{DataDir: dir})
-	require.ErrorIs(t, err, errBadHandleKey)
+	require.ErrorIs(t, err, brokercore.ErrCorrupt)
 	assert.ErrorContains(t, err, path)
 	assert.ErrorContains(t, err, "5 bytes, want 32")
 	raw, err := os.ReadFile(path)
@@ -252,32 +256,62 @@ func TestWrongLengthHandleKeyIsRefusedNotRegenerated(t *testing.T) {
 	assert.Equal(t, "short", string(raw), "the file is left as it was")
 }
 
-// TestHandleKeyIsWrittenAtomicallyAndSynced: the key file goes through
-// fsx.WriteFile (temp file, fsync, rename, directory fsync); a failure at
-// any step fails the start and leaves no key file behind, and a restart
-// finds the very key written.
-func TestHandleKeyIsWrittenAtomicallyAndSynced(t *testing.T) {
-	// Count the calls of a clean write.
-	clean := &fsx.Faulty{}
+// TestHandleKeySurvivesARestart: a handle from before a restart is stale
+// (409), not forged (404), because the key is kept.
+func TestHandleKeySurvivesARestart(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "handle.key")
-	key, err := handleKey(clean, path)
+	tb := startBroker(t, dir, newFakeClock())
+	c, _ := tb.client(t)
+	require.NoError(t, c.call(t.Context(), "POST", "/v1/messages", messageIn{Topic: "t", Body: ptr("x")}, nil))
+	var res popOut
+	require.NoError(t, c.call(t.Context(), "POST", "/v1/pop", popIn{Group: "g", Topic: "t", ClientID: "c"}, &res))
+	require.Len(t, res.Messages, 1)
+	tb.stop(t)
+	raw, err := os.ReadFile(filepath.Join(dir, brokercore.HandleKeyFile))
 	require.NoError(t, err)
-	require.Len(t, key, handleKeySize)
-	assert.GreaterOrEqual(t, clean.Calls(fsx.OpSync), 1, "the key file is fsynced")
-	again, err := handleKey(clean, path)
-	require.NoError(t, err)
-	assert.Equal(t, key, again)
+	assert.Len(t, raw, brokercore.HandleKeySize)
 
-	for _, op := range []fsx.Op{fsx.OpOpen, fsx.OpWrite, fsx.OpSync, fsx.OpRename} {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "handle.key")
-		f := &fsx.Faulty{}
-		f.Fail(op, 1, fsx.ENOSPC)
-		_, err := handleKey(f, path)
-		require.ErrorIs(t, err, fsx.ENOSPC, "op %d", op)
-		entries, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		assert.Empty(t, entries, "op %d: no key and no temp file left", op)
+	tb = startBroker(t, dir, newFakeClock())
+	c, _ = tb.client(t)
+	assert.Equal(t, http.StatusConflict, statusOf(t, c.call(t.Context(), "POST", "/v1/ack", ackIn{Handle: res.Messages[0].Handle}, nil)))
+}
+
+// TestDeadLettersArePoppableOverHTTP: after pop.DefaultMaxAttempts
+// deliveries without an ack a message goes to topic %DLQ%<group>
+// (brokercore.Open's dead-letter wiring), which is popped like any topic.
+func TestDeadLettersArePoppableOverHTTP(t *testing.T) {
+	clock := newFakeClock()
+	tb := startBroker(t, t.TempDir(), clock)
+	c, _ := tb.client(t)
+	ctx := t.Context()
+	require.NoError(t, c.call(ctx, "POST", "/v1/messages", messageIn{Topic: "orders", Body: ptr("poison")}, nil))
+	for attempt := 1; attempt <= pop.DefaultMaxAttempts; attempt++ {
+		res := c.mustPop(t, popIn{Group: "billing", Topic: "orders", ClientID: "c", Invisible: "1s"})
+		require.Len(t, res.Messages, 1, "attempt %d", attempt)
+		assert.Equal(t, attempt, res.Messages[0].Attempts)
+		clock.Advance(2 * time.Second)
 	}
+	assert.Empty(t, c.mustPop(t, popIn{Group: "billing", Topic: "orders", ClientID: "c"}).Messages, "dead-lettered, not delivered again")
+	dlq := brokercore.DeadLetterTopic("billing")
+	require.Equal(t, "%DLQ%billing", dlq)
+	res := c.mustPop(t, popIn{Group: "ops", Topic: dlq, ClientID: "c", Poll: "5s"})
+	require.Len(t, res.Messages, 1)
+	assert.Equal(t, "poison", *res.Messages[0].Body)
+}
+
+func TestSnakeCase(t *testing.T) {
+	for in, want := range map[string]string{
+		"LastFlushDuration": "last_flush_duration", "QueueID": "queue_id", "HTTP": "http",
+		"TakenOver": "taken_over", "LogMin": "log_min", "Pops": "pops", "P99Latency": "p99_latency",
+	} {
+		assert.Equal(t, want, snakeCase(in), in)
+	}
+	// A json tag wins; durations become strings; nested values too.
+	type inner struct{ Wait time.Duration }
+	got := statsJSON(struct {
+		Tagged int `json:"my_name"`
+		Skip   int `json:"-"`
+		Nested []inner
+	}{Tagged: 1, Nested: []inner{{Wait: 1500 * time.Millisecond}}})
+	assert.Equal(t, map[string]any{"my_name": 1, "nested": []any{map[string]any{"wait": "1.5s"}}}, got)
 }

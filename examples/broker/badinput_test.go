@@ -61,6 +61,7 @@ func TestBadInputIsRejectedWithTheFieldNamedAndNothingStored(t *testing.T) {
 		{"pop zero invisible", "/v1/pop", `{"group":"g","topic":"t","clientId":"c","invisible":"0s"}`, "invisible"},
 		{"pop poll too long", "/v1/pop", `{"group":"g","topic":"t","clientId":"c","poll":"1h"}`, "poll"},
 		{"pop negative queue", "/v1/pop", `{"group":"g","topic":"t","clientId":"c","queueId":-5}`, "queueId"},
+		{"pop bad filter", "/v1/pop", `{"group":"g","topic":"t","clientId":"c","filter":"a || || b"}`, "filter"},
 		{"attemptId without fifo", "/v1/pop", `{"group":"g","topic":"t","clientId":"c","attemptId":"a"}`, "attemptId"},
 		{"ack without handle", "/v1/ack", `{}`, "handle"},
 		{"ack both", "/v1/ack", `{"handle":"h","handles":["h"]}`, "handles"},

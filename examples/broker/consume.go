@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -12,14 +14,14 @@ import (
 	"github.com/brokercore/brokercore/store"
 )
 
-// Pop limits and defaults. Invisible times are not limited here: pop clamps
-// them into [pop.DefaultMinInvisible, pop.DefaultMaxInvisible] and the
-// answer says what it applied.
+// Pop limits. Invisible times are not limited here: pop clamps them into
+// [pop.DefaultMinInvisible, pop.DefaultMaxInvisible] and the answer says
+// what it applied. A max or invisible left out is pop's own default (1
+// message, pop.DefaultInvisible).
 const (
-	defaultInvisible = 60 * time.Second
-	maxPopBatch      = 32
-	maxAttemptIDLen  = 128
-	maxHandleLen     = 1024
+	maxPopBatch     = 32
+	maxAttemptIDLen = 128
+	maxHandleLen    = 1024
 )
 
 // popIn carries every pop.Request field. queueId left out means every
@@ -27,7 +29,7 @@ const (
 // ("30s", "1m").
 //
 //	{"group":"g","topic":"orders","clientId":"c1","max":8,"invisible":"30s",
-//	 "poll":"10s","fifo":true,"attemptId":"a-1"}
+//	 "poll":"10s","fifo":true,"attemptId":"a-1","filter":"paid || shipped"}
 type popIn struct {
 	Group     string `json:"group"`
 	Topic     string `json:"topic"`
@@ -38,6 +40,7 @@ type popIn struct {
 	Poll      string `json:"poll"`
 	FIFO      bool   `json:"fifo"`
 	AttemptID string `json:"attemptId"`
+	Filter    string `json:"filter"`
 }
 
 // messageOut is a stored message as the API shows it. body is set when the
@@ -158,7 +161,7 @@ func clampInvisible(d time.Duration) (time.Duration, bool) {
 }
 
 func (b *Broker) popRequest(in popIn) (pop.Request, error) {
-	req := pop.Request{Group: in.Group, Topic: in.Topic, ClientID: in.ClientID, FIFO: in.FIFO, AttemptID: in.AttemptID}
+	req := pop.Request{Group: in.Group, Topic: in.Topic, ClientID: in.ClientID, FIFO: in.FIFO, AttemptID: in.AttemptID, Filter: in.Filter}
 	if err := validName("group", in.Group); err != nil {
 		return req, err
 	}
@@ -178,19 +181,18 @@ func (b *Broker) popRequest(in popIn) (pop.Request, error) {
 		}
 		req.QueueID = *in.QueueID
 	}
-	req.Max = in.Max
-	if in.Max == 0 {
-		req.Max = 1
-	}
-	if req.Max < 1 || req.Max > maxPopBatch {
-		return req, badField("max", "must be 1..%d", maxPopBatch)
+	req.Max = in.Max // 0: pop's default, one message
+	if req.Max < 0 || req.Max > maxPopBatch {
+		return req, badField("max", "must be 1..%d (0 or left out: 1)", maxPopBatch)
 	}
 	var err error
-	if req.Invisible, err = duration("invisible", in.Invisible, defaultInvisible, 0); err != nil {
+	// Left out: 0, pop's default. An explicit "0s" is refused rather than
+	// read as "the default", which nobody writing it means.
+	if req.Invisible, err = duration("invisible", in.Invisible, 0, 0); err != nil {
 		return req, err
 	}
-	if req.Invisible == 0 {
-		return req, badField("invisible", "must be more than 0 (leave it out for the default %s)", defaultInvisible)
+	if in.Invisible != "" && req.Invisible == 0 {
+		return req, badField("invisible", "must be more than 0 (leave it out for the default %s)", pop.DefaultInvisible)
 	}
 	if req.Poll, err = duration("poll", in.Poll, 0, b.cfg.MaxPoll); err != nil {
 		return req, err
@@ -201,7 +203,7 @@ func (b *Broker) popRequest(in popIn) (pop.Request, error) {
 	if err := validText("attemptId", in.AttemptID, maxAttemptIDLen); err != nil {
 		return req, err
 	}
-	return req, nil
+	return req, validText("filter", in.Filter, maxValueLen)
 }
 
 // handlePop: POST /v1/pop. A long poll ends when a message arrives, when
@@ -237,6 +239,8 @@ func (b *Broker) handlePop(w http.ResponseWriter, r *http.Request) (any, error) 
 			return nil, errClientGone
 		case b.pollCtx.Err() != nil:
 			return nil, errShuttingDown
+		case errors.Is(err, pop.ErrInvalid) && strings.Contains(err.Error(), "filter"):
+			return nil, b.fieldError("filter", err) // the filter's syntax is pop's to check
 		}
 		return nil, err
 	}

@@ -86,6 +86,7 @@ func (b *Broker) routes() []route {
 	return []route{
 		{"POST", "/v1/messages", b.handleProduce},
 		{"POST", "/v1/messages/batch", b.handleProduceBatch},
+		{"POST", "/v1/timers/cancel", b.handleCancelTimer},
 		{"POST", "/v1/pop", b.handlePop},
 		{"POST", "/v1/ack", b.handleAck},
 		{"POST", "/v1/change-invisible", b.handleChangeInvisible},

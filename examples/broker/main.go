@@ -47,13 +47,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	fs.SetOutput(stderr)
 	var cfg Config
 	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "listen address")
-	fs.StringVar(&cfg.DataDir, "data", DefaultDataDir, "data directory (log, offsets, schedule progress)")
+	fs.StringVar(&cfg.DataDir, "data", DefaultDataDir, "data directory (store, offsets, schedule progress, handle key)")
 	fs.StringVar(&cfg.Sync, "sync", DefaultSync, "fsync policy: group (each append answered after fsync; concurrent appends share one), interval, none")
 	fs.StringVar(&cfg.Name, "name", DefaultName, "broker name used in queue locks")
 	fs.StringVar(&cfg.Levels, "levels", schedule.DefaultLevels, "delay levels; level L is the L-th entry")
 	fs.Int64Var(&cfg.MaxBody, "max-body", DefaultMaxBody, "request body limit in bytes")
 	fs.DurationVar(&cfg.MaxPoll, "max-poll", DefaultMaxPoll, "longest long-poll wait a pop may ask for")
-	fs.BoolVar(&cfg.OffsetFallback, "offset-backup", false, "if offsets.json is corrupt, start from offsets.json.bak (logged) instead of refusing to start")
+	fs.BoolVar(&cfg.OffsetFallback, "offset-backup", false, "if the offsets file is corrupt, start from its backup offsets.bak (logged) instead of refusing to start")
 	verbose := fs.Bool("v", false, "log every package's debug lines")
 	demo := fs.Bool("demo", false, "run a scripted tour against an in-process broker in a temporary directory, then exit")
 	if err := fs.Parse(args); err != nil {

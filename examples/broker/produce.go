@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -30,6 +31,9 @@ const (
 //	 "properties":{"region":"eu"},"body":"hello","delayLevel":1}
 //
 // body is UTF-8 text; bodyBase64 carries binary instead (one of the two).
+// At most one of delayLevel (a schedule level), deliverAt (an RFC 3339
+// time) and delay (a Go duration from now) delays the message; the last
+// two make it a timer (schedule.At), which POST /v1/timers/cancel stops.
 type messageIn struct {
 	Topic      string            `json:"topic"`
 	QueueID    int               `json:"queueId"`
@@ -39,6 +43,8 @@ type messageIn struct {
 	Body       *string           `json:"body"`
 	BodyBase64 *string           `json:"bodyBase64"`
 	DelayLevel int               `json:"delayLevel"`
+	DeliverAt  string            `json:"deliverAt"`
+	Delay      string            `json:"delay"`
 }
 
 // produced is the answer for one appended message. A delayed message is
@@ -52,6 +58,9 @@ type produced struct {
 	StoredAt    time.Time  `json:"storedAt"`
 	DelayLevel  int        `json:"delayLevel,omitempty"`
 	DeliverAt   *time.Time `json:"deliverAt,omitempty"`
+	// UniqKey is the message's unique key when it is delayed: what
+	// POST /v1/timers/cancel takes for a timer.
+	UniqKey string `json:"uniqKey,omitempty"`
 }
 
 type batchIn struct {
@@ -100,8 +109,9 @@ func (b *Broker) toMessage(prefix string, in messageIn) (*store.Message, error) 
 	if err := validName(prefix+"topic", in.Topic); err != nil {
 		return nil, err
 	}
-	if in.Topic == schedule.Topic {
-		return nil, badField(prefix+"topic", "%s is reserved for delayed messages; use delayLevel", schedule.Topic)
+	switch in.Topic {
+	case schedule.Topic, schedule.TimerTopic, schedule.ProgressTopic:
+		return nil, badField(prefix+"topic", "%s is reserved for the scheduler; use delayLevel, deliverAt or delay", in.Topic)
 	}
 	if err := validQueue(prefix+"queueId", in.QueueID); err != nil {
 		return nil, err
@@ -166,14 +176,63 @@ func (b *Broker) toMessage(prefix string, in messageIn) (*store.Message, error) 
 		Properties: in.Properties,
 		BornAt:     b.cfg.Now(),
 	}
-	if in.DelayLevel == 0 {
-		return m, nil
+	return b.delayed(prefix, in, m)
+}
+
+// delayed rewrites m for the scheduler when in asks for a delay: a level,
+// or a timer at deliverAt or after delay.
+func (b *Broker) delayed(prefix string, in messageIn, m *store.Message) (*store.Message, error) {
+	set := 0
+	for _, on := range []bool{in.DelayLevel != 0, in.DeliverAt != "", in.Delay != ""} {
+		if on {
+			set++
+		}
 	}
-	d, err := b.sched.Delay(m, in.DelayLevel)
-	if err != nil {
-		return nil, b.fieldError(prefix+"delayLevel", err)
+	switch {
+	case set > 1:
+		return nil, badField(prefix+"delay", "give one of delayLevel, deliverAt and delay")
+	case in.DelayLevel != 0:
+		d, err := b.sched.Delay(m, in.DelayLevel)
+		if err != nil {
+			return nil, b.fieldError(prefix+"delayLevel", err)
+		}
+		return d, nil
+	case in.DeliverAt != "":
+		at, err := time.Parse(time.RFC3339Nano, in.DeliverAt)
+		if err != nil {
+			return nil, badField(prefix+"deliverAt", "not RFC 3339 (2006-01-02T15:04:05Z): %q", in.DeliverAt)
+		}
+		d, err := b.sched.At(m, at)
+		if err != nil {
+			return nil, b.fieldError(prefix+"deliverAt", err)
+		}
+		return d, nil
+	case in.Delay != "":
+		wait, err := duration(prefix+"delay", in.Delay, 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		d, err := b.sched.At(m, b.cfg.Now().Add(wait))
+		if err != nil {
+			return nil, b.fieldError(prefix+"delay", err)
+		}
+		return d, nil
 	}
-	return d, nil
+	return m, nil
+}
+
+// deliverAt is when the scheduler delivers the delayed message m, as
+// stored: a level's wait after StoredAt, or a timer's time.
+func (b *Broker) deliverAt(in messageIn, m *store.Message) time.Time {
+	if in.DelayLevel > 0 {
+		return m.StoredAt.Add(b.levels[in.DelayLevel-1])
+	}
+	ms, _ := strconv.ParseInt(m.Properties[schedule.PropTimerDeliverMS], 10, 64)
+	if at := time.UnixMilli(ms).UTC(); at.After(m.StoredAt) {
+		return at
+	}
+	return m.StoredAt // a time in the past is delivered at once
+
 }
 
 func (b *Broker) produced(in messageIn, m *store.Message) produced {
@@ -184,13 +243,14 @@ func (b *Broker) produced(in messageIn, m *store.Message) produced {
 		StoredAt:   m.StoredAt,
 		DelayLevel: in.DelayLevel,
 	}
-	if in.DelayLevel == 0 {
+	if m.Topic == in.Topic { // not delayed
 		off := m.QueueOffset
 		p.QueueOffset = &off
-	} else {
-		at := m.StoredAt.Add(b.levels[in.DelayLevel-1])
-		p.DeliverAt = &at
+		return p
 	}
+	at := b.deliverAt(in, m)
+	p.DeliverAt = &at
+	p.UniqKey = m.Properties[schedule.PropUniqKey]
 	return p
 }
 
@@ -240,4 +300,27 @@ func (b *Broker) handleProduceBatch(_ http.ResponseWriter, r *http.Request) (any
 		out.Messages[i] = b.produced(in.Messages[i], m)
 	}
 	return out, nil
+}
+
+type cancelIn struct {
+	UniqKey string `json:"uniqKey"`
+}
+
+// handleCancelTimer: POST /v1/timers/cancel stops a timer (a message
+// produced with deliverAt or delay) that has not been delivered, durably.
+func (b *Broker) handleCancelTimer(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var in cancelIn
+	if err := decode(r, &in); err != nil {
+		return nil, err
+	}
+	if in.UniqKey == "" {
+		return nil, badField("uniqKey", "must not be empty")
+	}
+	if err := validText("uniqKey", in.UniqKey, maxNameLen); err != nil {
+		return nil, err
+	}
+	if err := b.sched.Cancel(in.UniqKey); err != nil {
+		return nil, err
+	}
+	return map[string]bool{"cancelled": true}, nil
 }

@@ -8,12 +8,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/offset"
 	"github.com/brokercore/brokercore/schedule"
 )
 
 // TestCorruptOffsetFileRefusesToStartInsteadOfReplayingFromZero: a torn
-// offsets.json must not turn into "every group starts over"; the operator
+// offsets file must not turn into "every group starts over"; the operator
 // opts into the backup with -offset-backup.
 func TestCorruptOffsetFileRefusesToStartInsteadOfReplayingFromZero(t *testing.T) {
 	dir := t.TempDir()
@@ -28,7 +29,7 @@ func TestCorruptOffsetFileRefusesToStartInsteadOfReplayingFromZero(t *testing.T)
 	require.NoError(t, c.call(t.Context(), "POST", "/v1/offsets/commit", commitIn{Group: "g", Topic: "t", Offset: 1}, nil))
 	tb.stop(t)
 
-	path := filepath.Join(dir, "offsets.json")
+	path := filepath.Join(dir, brokercore.OffsetsFile)
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, raw[:len(raw)/2], 0o644)) // torn
@@ -55,7 +56,8 @@ func TestStartupFailureLeavesNothingRunning(t *testing.T) {
 	// the store and pop are open: they are closed again, so a fixed
 	// directory opens at once.
 	dir := t.TempDir()
-	progress := filepath.Join(dir, "schedule-progress.json")
+	progress := filepath.Join(dir, brokercore.ScheduleDir, brokercore.ProgressFile)
+	require.NoError(t, os.MkdirAll(filepath.Dir(progress), 0o755))
 	require.NoError(t, os.WriteFile(progress, []byte("{not json"), 0o644))
 	_, err = newBroker(Config{DataDir: dir})
 	require.ErrorIs(t, err, schedule.ErrCorrupt)

@@ -2,7 +2,6 @@ package embedtest
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,60 +9,28 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/brokertest"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// clock is a test clock: every package reads it through Options.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// newBroker is the whole embedding: a store in a temporary directory and a
-// pop service over it, woken by the store's arrival hook, both closed when
-// the test ends.
-func newBroker(t *testing.T, c *clock) (*store.Store, *pop.Service) {
+// newBroker is the whole embedding: a broker core in a temporary
+// directory on the test's clock, closed when the test ends.
+func newBroker(t *testing.T) (*brokercore.Broker, *brokertest.Clock) {
 	t.Helper()
-	var svc *pop.Service
-	st, err := store.Open(t.TempDir(), store.Options{
-		Sync: store.SyncNone, // a test needs no fsync
-		Now:  c.Now,
-		OnAppend: func(topic string, queueID int, _ int64) {
-			if svc != nil {
-				svc.Arrived(topic, queueID)
-			}
-		},
-	})
-	require.NoError(t, err)
-	svc = pop.New(st, pop.Options{Now: c.Now})
-	t.Cleanup(func() {
-		assert.NoError(t, svc.Close())
-		assert.NoError(t, st.Close())
-	})
-	return st, svc
+	clk := brokertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return brokertest.New(t, brokertest.WithClock(clk)), clk
 }
 
 // TestUnackedMessageIsRedeliveredAfterItsInvisibleTime is the kind of test
 // a host writes against the embedded pieces: produce, pop, let the
 // invisible time pass on the fake clock, pop again, ack.
 func TestUnackedMessageIsRedeliveredAfterItsInvisibleTime(t *testing.T) {
-	c := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	st, svc := newBroker(t, c)
+	b, clk := newBroker(t)
+	st, svc := b.Store(), b.Pop()
 	ctx := t.Context()
 
 	require.NoError(t, st.Append(&store.Message{Topic: "orders", Body: []byte("order 1")}))
@@ -80,7 +47,7 @@ func TestUnackedMessageIsRedeliveredAfterItsInvisibleTime(t *testing.T) {
 	assert.Empty(t, empty.Messages)
 
 	// The consumer "crashed": after the invisible time it comes back.
-	c.Advance(31 * time.Second)
+	clk.Advance(31 * time.Second)
 	again, err := svc.Pop(ctx, req)
 	require.NoError(t, err)
 	require.Len(t, again.Messages, 1)
@@ -89,13 +56,18 @@ func TestUnackedMessageIsRedeliveredAfterItsInvisibleTime(t *testing.T) {
 
 	require.NoError(t, svc.Ack(again.Messages[0].Handle))
 	require.ErrorIs(t, svc.Ack(first.Messages[0].Handle), pop.ErrStaleHandle)
+
+	// The ack committed the offset, as in production.
+	off, ok := b.Offsets().Committed("billing", "orders", 0)
+	require.True(t, ok)
+	assert.Equal(t, int64(1), off)
 }
 
-// TestLongPollWakesOnAppend shows the OnAppend wiring at work: a pop that
+// TestLongPollWakesOnAppend shows the arrival wiring at work: a pop that
 // long-polls an empty topic returns as soon as a message is appended.
 func TestLongPollWakesOnAppend(t *testing.T) {
-	c := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	st, svc := newBroker(t, c)
+	b, _ := newBroker(t)
+	st, svc := b.Store(), b.Pop()
 
 	got := make(chan pop.Result, 1)
 	go func() {
@@ -115,4 +87,26 @@ func TestLongPollWakesOnAppend(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the long poll was not woken by the append")
 	}
+}
+
+// TestDelayedMessageFollowsTheClock: the scheduler is started by Open and
+// reads the test's clock, so a delayed message is delivered once the clock
+// has moved past its level, with no sleep for the delay itself.
+func TestDelayedMessageFollowsTheClock(t *testing.T) {
+	b, clk := newBroker(t)
+	d, err := b.Scheduler().Delay(&store.Message{Topic: "reminders", Body: []byte("later")}, 2) // level 2: 5 s
+	require.NoError(t, err)
+	require.NoError(t, b.Store().Append(d))
+	req := pop.Request{Group: "g", Topic: "reminders", ClientID: "test"} // zero Max and Invisible: the defaults
+
+	res, err := b.Pop().Pop(t.Context(), req)
+	require.NoError(t, err)
+	assert.Empty(t, res.Messages, "not due yet")
+
+	clk.Advance(5 * time.Second)
+	req.Poll = 5 * time.Second // the delivery wakes the long poll
+	res, err = b.Pop().Pop(t.Context(), req)
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 1)
+	assert.Equal(t, "later", string(res.Messages[0].Message.Body))
 }

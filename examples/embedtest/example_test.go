@@ -10,8 +10,10 @@ import (
 	"github.com/brokercore/brokercore/store"
 )
 
-// Example embeds a store and a pop service in a temporary directory, the
-// way a test would with t.TempDir().
+// Example composes only the pieces it needs, the store and a pop service
+// over it, in a temporary directory the way a test would with t.TempDir().
+// pop.New subscribes to the store's arrivals itself, so its long polls wake
+// on every append with nothing to wire.
 func Example() {
 	dir, err := os.MkdirTemp("", "embedtest-*")
 	if err != nil {
@@ -19,21 +21,13 @@ func Example() {
 	}
 	defer os.RemoveAll(dir)
 
-	var svc *pop.Service
-	st, err := store.Open(dir, store.Options{
-		Sync: store.SyncNone,
-		OnAppend: func(topic string, queueID int, _ int64) {
-			if svc != nil {
-				svc.Arrived(topic, queueID)
-			}
-		},
-	})
+	st, err := store.Open(dir, store.Options{Sync: store.SyncNone})
 	if err != nil {
 		panic(err)
 	}
 	defer st.Close()
-	svc = pop.New(st, pop.Options{})
-	defer svc.Close()
+	svc := pop.New(st, pop.Options{})
+	defer svc.Close() // before the store: deferred calls run last-first
 
 	for _, body := range []string{"created", "paid", "shipped"} {
 		if err := st.Append(&store.Message{Topic: "orders", Keys: []string{"order-1"}, Body: []byte(body)}); err != nil {

@@ -1,95 +1,86 @@
 package brokercore
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	bc "github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/offset"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/store"
 )
 
-// Backend is one store and one pop service over it, wired so that every
-// append wakes the pop service's long polls at once, with the groups'
-// committed offsets persisted next to the log. Publishers and subscribers over
-// the same Backend (Config.Store and Config.Pop) share its messages, consumer
-// groups and in-flight state.
+// Backend is a brokercore.Broker (brokercore.Open: the store, a pop service
+// over it woken by every append, the groups' committed offsets persisted
+// next to the log) as the Watermill adapter uses it. Publishers and
+// subscribers over the same Backend (Config.Store and Config.Pop) share its
+// messages, consumer groups and in-flight state.
 type Backend struct {
 	Store *store.Store
 	Pop   *pop.Service
-	// Offsets is the offset file OpenBackend opened for Pop, or nil when the
-	// caller passed its own pop.Options.Offsets.
+	// Offsets is the offset manager the Broker opened for Pop, or nil when
+	// the caller passed its own pop.Options.Offsets.
 	Offsets *offset.Manager
+	// Broker is the whole broker core; Close closes it.
+	Broker *bc.Broker
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Layout of a Backend's directory.
+// Layout of a Backend's directory: brokercore.Open's.
 const (
 	// LogDir is the store's directory inside a Backend's directory.
-	LogDir = "log"
+	LogDir = bc.StoreDir
 	// OffsetsFile is the committed-offset file (an offset.Manager) inside a
 	// Backend's directory.
-	OffsetsFile = "offsets"
+	OffsetsFile = bc.OffsetsFile
 )
 
-// OpenBackend opens the store in dir/LogDir and creates the pop service over
-// it, committing the groups' offsets to dir/OffsetsFile unless
-// popOpts.Offsets is set (so a group resumes where it was after a restart).
+// NoMaxAttempts is the pop.Options.MaxAttempts OpenBackend uses by default:
+// more deliveries than any message gets, so none is dead-lettered.
+const NoMaxAttempts = math.MaxInt32
+
+// OpenBackend opens the broker core in dir with brokercore.Open: the store
+// in dir/LogDir and the pop service over it, committing the groups'
+// offsets to dir/OffsetsFile unless popOpts.Offsets is set (so a group
+// resumes where it was after a restart). pop.New subscribes to the store's
+// arrivals, so every append wakes the service's long polls;
+// storeOpts.OnAppend, if set, is called first.
 //
-// The store has to exist before the service (the service reads from it), yet
-// the store's OnAppend hook must reach the service: the hook goes through a
-// pointer that is set once the service exists. Until then nobody can be
-// waiting on the service, so an arrival that finds it unset wakes nobody and
-// loses nothing. storeOpts.OnAppend, if set, is called first.
+// A nacked message is redelivered until it is acked, as Watermill expects
+// of a Pub/Sub (its PoisonQueue middleware is the dead-letter policy):
+// with neither popOpts.MaxAttempts nor popOpts.DeadLetter set, OpenBackend
+// sets MaxAttempts to NoMaxAttempts. Set MaxAttempts to have messages
+// delivered that many times moved to brokercore's dead-letter topic
+// (brokercore.DeadLetterTopic(group)) instead.
 func OpenBackend(dir string, storeOpts store.Options, popOpts pop.Options) (*Backend, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("brokercore watermill: %w", err)
+	if popOpts.MaxAttempts == 0 && popOpts.DeadLetter == nil {
+		popOpts.MaxAttempts = NoMaxAttempts
 	}
-	var arrived atomic.Pointer[pop.Service]
-	userHook := storeOpts.OnAppend
-	storeOpts.OnAppend = func(topic string, queueID int, next int64) {
-		if userHook != nil {
-			userHook(topic, queueID, next)
-		}
-		if svc := arrived.Load(); svc != nil {
-			svc.Arrived(topic, queueID)
-		}
-	}
-	st, err := store.Open(filepath.Join(dir, LogDir), storeOpts)
+	var opts bc.Options
+	opts.Store = storeOpts
+	opts.Pop = popOpts
+	opts.Offset.Logger = popOpts.Logger
+	core, err := bc.Open(dir, opts)
 	if err != nil {
-		return nil, fmt.Errorf("brokercore watermill: open store in %q: %w", dir, err)
+		return nil, fmt.Errorf("brokercore watermill: open %q: %w", dir, err)
 	}
-	var offs *offset.Manager
+	b := &Backend{Store: core.Store(), Pop: core.Pop(), Broker: core}
 	if popOpts.Offsets == nil {
-		offs, err = offset.Open(offset.Options{Path: filepath.Join(dir, OffsetsFile), Logger: popOpts.Logger})
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("brokercore watermill: open offsets in %q: %w", dir, err), st.Close())
-		}
-		popOpts.Offsets = offs
+		b.Offsets = core.Offsets()
 	}
-	svc := pop.New(st, popOpts)
-	arrived.Store(svc)
-	return &Backend{Store: st, Pop: svc, Offsets: offs}, nil
+	return b, nil
 }
 
-// Close closes the pop service (ending its long polls), then the offset
-// file (writing it) and the store. It is idempotent: later calls return the
-// first call's result.
+// Close closes the broker core: the pop service (ending its long polls),
+// the offset file (writing it) and the store. It is idempotent: later calls
+// return the first call's result.
 func (b *Backend) Close() error {
-	b.closeOnce.Do(func() {
-		errs := []error{b.Pop.Close()}
-		if b.Offsets != nil {
-			errs = append(errs, b.Offsets.Close())
-		}
-		b.closeErr = errors.Join(append(errs, b.Store.Close())...)
-	})
+	b.closeOnce.Do(func() { b.closeErr = b.Broker.Close() })
 	return b.closeErr
 }
 

@@ -44,9 +44,9 @@ const UUIDProperty = "_watermill_message_uuid"
 // Config is not usable on its own: set Dir, or Store (and Pop for a
 // Subscriber). Every other zero field means its default.
 type Config struct {
-	// Dir is a data directory. The constructor opens a Backend there (the
-	// log in Dir/log, the pop service, the groups' committed offsets in
-	// Dir/offsets; see OpenBackend) and the Publisher, the Subscriber, or the
+	// Dir is a data directory. The constructor opens a Backend there
+	// (brokercore.Open: the log in Dir/store, the pop service, the groups'
+	// committed offsets in Dir/offsets; see OpenBackend) and the Publisher, the Subscriber, or the
 	// pair from NewPubSub closes it on Close. A directory is opened by one
 	// Backend at a time: to run several publishers and subscribers over one
 	// directory, use NewPubSub, or OpenBackend once and pass Store and Pop.
@@ -60,9 +60,9 @@ type Config struct {
 	// Store is an open store owned by the caller (Dir must be empty). Close
 	// leaves it open.
 	Store *store.Store
-	// Pop is the pop service over Store, owned by the caller, which must wire
-	// the store's OnAppend to Pop.Arrived (OpenBackend does). A Subscriber over
-	// Store needs it; a Publisher ignores it.
+	// Pop is the pop service over Store, owned by the caller (pop.New
+	// subscribes it to the store's arrivals). A Subscriber over Store needs
+	// it; a Publisher ignores it.
 	Pop *pop.Service
 
 	// ConsumerGroup is the group a Subscriber pops for. Subscribers of one group

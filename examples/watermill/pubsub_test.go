@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brokercore/brokercore"
 	wmbc "github.com/brokercore/brokercore/examples/watermill"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/store"
@@ -128,4 +129,26 @@ func TestPubSubStress(t *testing.T) {
 		Persistent:      true,
 		GuaranteedOrder: true,
 	}, plain, withGroup)
+}
+
+// TestNackedMessageIsRedeliveredPastPopsMaxAttempts: brokercore.Open dead-
+// letters a message after pop.DefaultMaxAttempts (16) deliveries, which a
+// Watermill subscriber must not see happen to a message it keeps nacking.
+// (Checked by leaving MaxAttempts 0 in OpenBackend: the 17th pop is empty
+// and the message is in %DLQ%g.)
+func TestNackedMessageIsRedeliveredPastPopsMaxAttempts(t *testing.T) {
+	b := openBackend(t, store.Options{Sync: store.SyncNone}, pop.Options{MinInvisible: time.Millisecond})
+	require.NoError(t, b.Store.Append(&store.Message{Topic: "t", Body: []byte("poison")}))
+	req := pop.Request{Group: "g", Topic: "t", ClientID: "c", Invisible: time.Millisecond}
+	for attempt := 1; attempt <= 3*pop.DefaultMaxAttempts; attempt++ {
+		var res pop.Result
+		require.Eventually(t, func() bool {
+			var err error
+			res, err = b.Pop.Pop(t.Context(), req)
+			require.NoError(t, err)
+			return len(res.Messages) == 1
+		}, waitTime, time.Millisecond, "attempt %d", attempt)
+		require.Equal(t, attempt, res.Messages[0].Attempts)
+	}
+	assert.Zero(t, b.Store.MaxOffset(brokercore.DeadLetterTopic("g"), 0), "nothing dead-lettered")
 }

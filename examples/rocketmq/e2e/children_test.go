@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/brokercore/brokercore/examples/rocketmq/server"
+)
+
+// childOrderly runs an orderly push consumer until SIGTERM (then a graceful
+// Shutdown) or SIGKILL.
+func childOrderly() int {
+	c, err := rocketmq.NewPushConsumer(consumer.WithNameServer([]string{os.Getenv("E2E_NS")}),
+		consumer.WithGroupName(os.Getenv("E2E_GROUP")), consumer.WithInstance(os.Getenv("E2E_INSTANCE")),
+		consumer.WithConsumerOrder(true), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	err = c.Subscribe(os.Getenv("E2E_TOPIC"), consumer.MessageSelector{}, func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		return consumer.ConsumeSuccess, nil
+	})
+	if err == nil {
+		err = c.Start()
+	}
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Println("ready")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	if err := c.Shutdown(); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	return 0
+}
+
+// childBroker runs the broker until SIGTERM or SIGKILL.
+func childBroker() int {
+	s, err := server.Start(server.Config{Dir: os.Getenv("E2E_DIR"), NameSrvAddr: os.Getenv("E2E_NS"),
+		BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-"})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Println("ready")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	if err := s.Close(); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,181 @@
+package grpcapi_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
+	"github.com/brokercore/brokercore/examples/rocketmq/server"
+	"github.com/brokercore/brokercore/store"
+)
+
+// The benchmarks run the program as users do (rmqtest: brokercore.Open
+// under the remoting and gRPC listeners), so their figures compare with
+// e2e's remoting benchmarks of the same workload (BenchmarkSyncSend16,
+// BenchmarkPushConsume) and the HTTP broker's. Run them once each:
+//
+//	go test -run '^$' -bench . -benchtime 20000x ./grpcapi/ ./e2e/
+
+// BenchmarkGRPCSend16: the stock v5 producer, 16 goroutines sending 1 KiB
+// messages (Send, synchronous) to a 4-queue topic on loopback over TLS.
+// Reports msgs/s and p50/p99 send latency.
+func BenchmarkGRPCSend16(b *testing.B) {
+	for _, flush := range []string{"sync", "async"} {
+		b.Run("flush="+flush, func(b *testing.B) { benchSend(b, flush) })
+	}
+}
+
+func benchSend(b *testing.B, flush string) {
+	br := rmqtest.StartConfig(b, server.Config{Flush: flush})
+	topic := "bench-send"
+	p := newProducer(b, br.GRPC, topic)
+	body := make([]byte, 1024)
+	if _, err := p.Send(context.Background(), &rmq.Message{Topic: topic, Body: body}); err != nil {
+		b.Fatal(err)
+	}
+	const workers = 16
+	lat := make([][]time.Duration, workers)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if _, err := p.Send(context.Background(), &rmq.Message{Topic: topic, Body: body}); err != nil {
+					b.Errorf("send: %v", err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	reportLatency(b, lat, el)
+}
+
+func reportLatency(b *testing.B, lat [][]time.Duration, el time.Duration) {
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	if len(all) > 0 {
+		b.ReportMetric(float64(len(all))/el.Seconds(), "msgs/s")
+		b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	}
+}
+
+// prefill appends n 1 KiB messages to a 4-queue topic of the program.
+func prefill(b *testing.B, br *rmqtest.Broker, topic string, n int) {
+	if _, err := br.Server.Topics().Ensure(topic, 4); err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 1024)
+	batch := make([]*store.Message, 0, 256)
+	for i := 0; i < n; i++ {
+		batch = append(batch, &store.Message{Topic: topic, QueueID: i % 4, Body: body, Properties: map[string]string{"UNIQ_KEY": fmt.Sprintf("bench-%d", i)}})
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := br.Server.Core().Store().Append(batch...); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+// BenchmarkGRPCPushConsume: b.N 1 KiB messages already in a 4-queue topic;
+// one stock push consumer (20 consumption goroutines, batch 32 from the
+// server's settings; each message acked by its own call) consumes them all.
+// The same workload as e2e's BenchmarkPushConsume over remoting. Reports
+// msgs/s.
+func BenchmarkGRPCPushConsume(b *testing.B) {
+	br := rmqtest.Start(b)
+	topic := "bench-push"
+	prefill(b, br, topic, b.N)
+	var n atomic.Int64
+	done := make(chan struct{})
+	var once sync.Once
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	c, err := rmq.NewPushConsumer(config(br.GRPC, "bench-push-g"),
+		rmq.WithPushSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}),
+		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: func(*rmq.MessageView) rmq.ConsumerResult {
+			if n.Add(1) == int64(b.N) {
+				once.Do(func() { close(done) })
+			}
+			return rmq.SUCCESS
+		}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = c.GracefulStop() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("consumed %d of %d", n.Load(), b.N)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+}
+
+// BenchmarkGRPCReceiveAck32: b.N 1 KiB messages already in a 4-queue
+// topic; one stock simple consumer, 16 goroutines each receiving batches of
+// 32 and acking every message (the client acks one per call). Reports
+// msgs/s.
+func BenchmarkGRPCReceiveAck32(b *testing.B) {
+	br := rmqtest.Start(b)
+	topic := "bench-recv"
+	prefill(b, br, topic, b.N)
+	c := newSimpleConsumer(b, br.GRPC, "bench-recv-g", topic, time.Second, nil)
+	var done atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done.Load() < int64(b.N) && ctx.Err() == nil {
+				mvs, err := receive(ctx, c, 32, 30*time.Second)
+				if err != nil {
+					b.Errorf("receive: %v", err)
+					return
+				}
+				for _, mv := range mvs {
+					if err := c.Ack(ctx, mv); err != nil {
+						b.Errorf("ack: %v", err)
+						return
+					}
+				}
+				done.Add(int64(len(mvs)))
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(done.Load())/el.Seconds(), "msgs/s")
+}

@@ -1,0 +1,69 @@
+// Package grpcapi serves RocketMQ 5's gRPC protocol
+// (apache.rocketmq.v2.MessagingService, the protocol of the Apache RocketMQ
+// proxy) over a brokercore core, so that the official Go v5 client
+// (github.com/apache/rocketmq-clients/golang/v5 v5.1.4) — its Producer,
+// SimpleConsumer and PushConsumer — works against it unchanged. It uses
+// the generated protocol code that client module ships (protocol/v2).
+//
+// # Transport
+//
+// One port serves TLS and plaintext: the first byte of a connection tells
+// them apart (0x16 starts a TLS handshake), as the Apache proxy does. TLS,
+// the stock client's default, uses a self-signed certificate generated on
+// first start and kept in Options.CertDir (stable across restarts), and
+// negotiates ALPN h2 (grpc-go ≥ 1.67 refuses a server that does not).
+//
+// # How the protocol maps onto the core
+//
+//   - QueryRoute: every topic has Options.Queues (or Options.QueueCount)
+//     readable and writable queues in a stable order on this broker, which
+//     accept NORMAL, FIFO, DELAY and TRANSACTION messages; the broker
+//     endpoints are Options.Advertise or the address the client reached.
+//   - SendMessage: one atomic store append per request, one OK entry per
+//     message with the client's id (kept as UNIQ_KEY). Normal messages go
+//     round robin, FIFO ones to queue hash(message_group) mod queues, DELAY
+//     ones to the scheduler's timers (schedule.Scheduler.At). Bad input gets
+//     the protocol's code and a message, and nothing is stored.
+//     Transactional messages are answered NOT_IMPLEMENTED, and so is
+//     EndTransaction.
+//   - ReceiveMessage: a pop (pop.Service) across all the topic's queues —
+//     the requested queue only selects the broker — with the request's batch
+//     size, invisible time (Options.PushInvisible when none is given, as for
+//     the push consumer's auto-renew receives) and TAG filter
+//     (pop.Request.Filter; SQL92 is UNSUPPORTED). The long poll lasts the
+//     request's long_polling_timeout or the client's subscription setting,
+//     cut to end Options.DeadlineMargin before the client's deadline: the
+//     client drops a whole answer whose stream has not ended by then. An
+//     empty answer is MESSAGE_NOT_FOUND.
+//   - FIFO: a consumer group whose name ends in Options.FIFOSuffix ("-fifo")
+//     or is listed in Options.FIFOGroups consumes in order: its receives are
+//     FIFO pops, each queue handing out one batch at a time. A receive that
+//     carries the attempt_id of the batch in flight gets that batch again at
+//     once, with fresh receipt handles and no extra attempt counted, even
+//     while other receives of the group contend for the group@topic lock
+//     (apache/rocketmq#10827); a receive without an attempt id is a new
+//     attempt. Push consumers of FIFO groups get batch size 1, because the
+//     v5.1.4 push consumer goes on with the next message of a batch when one
+//     fails.
+//   - AckMessage, ChangeInvisibleDuration: settle through the receipt handle
+//     (the message's queue and offset plus pop's signed handle). A refused
+//     handle is INVALID_RECEIPT_HANDLE; a change always answers a usable
+//     handle, because the client keeps whatever comes back.
+//   - Dead letters: after Options.MaxAttempts deliveries (16, the first
+//     included) pop moves a message to "%DLQ%"+group, a topic like any
+//     other; ForwardMessageToDeadLetterQueue (the FIFO push consumer's give
+//     up) appends it there and settles it.
+//   - QueryAssignment: one assignment, queue id -1 (the whole topic on this
+//     broker), always OK and non-empty.
+//   - Heartbeat and Telemetry: consumers are registered in the consumer
+//     registry; the first settings command of a stream is answered with the
+//     server's settings (max body size; for consumers the FIFO flag, batch
+//     size, long-polling time and an exponential backoff from 1 s, ×2, up
+//     to 10 s, with the max attempts; metrics off). See Options.SettingsHold
+//     for why that answer waits about a second.
+//
+// Nothing waits for a client's settings: sends and receives work before
+// they arrive. The v5 client never closes its streams, so a client is
+// forgotten when it stops calling, and its in-flight messages come back
+// through their invisible time.
+package grpcapi

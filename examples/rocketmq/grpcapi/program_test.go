@@ -1,0 +1,42 @@
+package grpcapi_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
+)
+
+// TestProgramServesGRPCNextToRemoting: the program (through rmqtest, as a
+// user's test starts it) listens for RocketMQ 5 clients too, with routes
+// from the program's topic table, and its certificate under the data dir.
+func TestProgramServesGRPCNextToRemoting(t *testing.T) {
+	t.Parallel()
+	b := rmqtest.Start(t)
+	require.NotEmpty(t, b.GRPC)
+	topic := "program-topic"
+	p := newProducer(t, b.GRPC, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ids := sendN(t, ctx, p, topic, 10, nil)
+	n, ok := b.Server.Topics().Queues(topic)
+	require.True(t, ok, "the gRPC route did not go through the program's topic table")
+	require.Equal(t, b.Server.Topics().DefaultQueues(), n)
+	c := newSimpleConsumer(t, b.GRPC, "program-g", topic, time.Second, nil)
+	got := newSeenSet()
+	for got.len() < len(ids) {
+		require.NoError(t, ctx.Err())
+		mvs, err := receive(ctx, c, 32, 30*time.Second)
+		require.NoError(t, err)
+		for _, mv := range mvs {
+			got.add(mv.GetMessageId())
+			require.NoError(t, c.Ack(ctx, mv))
+		}
+	}
+	for _, id := range ids {
+		require.Equal(t, 1, got.m[id])
+	}
+}

@@ -1,0 +1,391 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler serves the requests of a Server. Serve is called on its own
+// goroutine for every request, concurrently for the requests of one
+// connection (a long poll must not hold up anything else); it returns the
+// response, or nil for none. The Server sets the opaque and the response
+// bit, and drops the response of a oneway request.
+type Handler interface {
+	Serve(ctx context.Context, c *Conn, req *Command) *Command
+}
+
+// ConnObserver is an optional capability of a Handler: it is told when a
+// connection opens and after it closed (after every Serve of it returned).
+type ConnObserver interface {
+	ConnOpened(c *Conn)
+	ConnClosed(c *Conn)
+}
+
+// ServerStats are a Server's counters.
+type ServerStats struct {
+	Connections  int    `json:"connections"`
+	Accepted     uint64 `json:"accepted"`
+	Requests     uint64 `json:"requests"`
+	BadFrames    uint64 `json:"bad_frames"`
+	BadHeaders   uint64 `json:"bad_headers"`
+	Responses    uint64 `json:"responses"`
+	Notified     uint64 `json:"notified"`
+	NotifyDrops  uint64 `json:"notify_drops"`
+	WriteErrors  uint64 `json:"write_errors"`
+	ReadTimeouts uint64 `json:"read_timeouts"`
+}
+
+// Server accepts remoting connections and hands their requests to a
+// Handler.
+type Server struct {
+	h      Handler
+	opts   ServerOptions
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	lns    []net.Listener
+	conns  map[*Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+	seq    atomic.Uint64
+
+	accepted, requests, badFrames, badHeaders, responses atomic.Uint64
+	notified, notifyDrops, writeErrors                   atomic.Uint64
+}
+
+// NewServer returns a Server over h.
+func NewServer(h Handler, opts ServerOptions) *Server {
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{h: h, opts: opts, log: opts.Logger.With("server", opts.Name), ctx: ctx, cancel: cancel,
+		conns: map[*Conn]struct{}{}}
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("remoting: server closed")
+
+// Serve accepts connections on l until Close; it returns ErrServerClosed
+// then. It may be called for several listeners.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.lns = append(s.lns, l)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		s.start(nc)
+	}
+}
+
+func (s *Server) start(nc net.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	c := &Conn{
+		id:     fmt.Sprintf("%s#%d", nc.RemoteAddr(), s.seq.Add(1)),
+		nc:     nc,
+		srv:    s,
+		ctx:    ctx,
+		cancel: cancel,
+		out:    make(chan *Command, 1024),
+		sem:    make(chan struct{}, s.opts.MaxInflight),
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.accepted.Add(1)
+	s.log.Info("connection opened", "client", nc.RemoteAddr().String(), "channel", c.id)
+	if o, ok := s.h.(ConnObserver); ok {
+		o.ConnOpened(c)
+	}
+	go c.run()
+}
+
+// Close stops accepting, closes every connection and waits for every
+// goroutine of the server (and every Serve call in flight) to end.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	s.cancel()
+	for _, l := range s.lns {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return ServerStats{Connections: n, Accepted: s.accepted.Load(), Requests: s.requests.Load(),
+		BadFrames: s.badFrames.Load(), BadHeaders: s.badHeaders.Load(), Responses: s.responses.Load(),
+		Notified: s.notified.Load(), NotifyDrops: s.notifyDrops.Load(), WriteErrors: s.writeErrors.Load()}
+}
+
+// Conn is one client connection: the channel of RocketMQ's broker.
+type Conn struct {
+	id     string
+	nc     net.Conn
+	srv    *Server
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    chan *Command
+	sem    chan struct{}
+	wg     sync.WaitGroup // Serve calls in flight
+	once   sync.Once
+
+	mu    sync.Mutex
+	attrs map[string]any
+}
+
+// ID names the connection: remote address and a sequence number, unique
+// within the process.
+func (c *Conn) ID() string { return c.id }
+
+// RemoteAddr is the client's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LocalAddr is the server's address of the connection.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// Context is cancelled when the connection closes.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Value returns the connection's attribute key, creating it with mk the
+// first time (under the connection's lock).
+func (c *Conn) Value(key string, mk func() any) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.attrs == nil {
+		c.attrs = map[string]any{}
+	}
+	v, ok := c.attrs[key]
+	if !ok && mk != nil {
+		v = mk()
+		c.attrs[key] = v
+	}
+	return v
+}
+
+// Close closes the connection.
+func (c *Conn) Close() { c.nc.Close() }
+
+// Notify sends a oneway request to the client without waiting: when the
+// connection's queue is full the request is dropped (and counted), so a
+// slow client cannot stall the broker.
+func (c *Conn) Notify(code int16, ext map[string]string) bool {
+	cmd := &Command{Code: code, Language: "GO", Version: protocolVersion, Flag: FlagOneway,
+		ExtFields: ext, Opaque: notifyOpaque.Add(1)}
+	if c.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case c.out <- cmd:
+		c.srv.notified.Add(1)
+		return true
+	default:
+		c.srv.notifyDrops.Add(1)
+		return false
+	}
+}
+
+var notifyOpaque atomic.Int32
+
+func (c *Conn) run() {
+	s := c.srv
+	defer s.wg.Done()
+	wdone := make(chan struct{})
+	go func() { defer close(wdone); c.writeLoop() }()
+	reason := c.readLoop()
+	c.cancel()
+	c.nc.Close()
+	c.wg.Wait()
+	<-wdone
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	if o, ok := s.h.(ConnObserver); ok {
+		o.ConnClosed(c)
+	}
+	s.log.Info("connection closed", "client", c.nc.RemoteAddr().String(), "channel", c.id, "reason", reason)
+}
+
+func (c *Conn) readLoop() string {
+	s := c.srv
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		frame, err := ReadFrame(r, s.opts.MaxFrame)
+		if err != nil {
+			if errors.Is(err, ErrFrame) {
+				s.badFrames.Add(1)
+				s.log.Warn("rejected frame: closing connection", "client", c.nc.RemoteAddr().String(),
+					"channel", c.id, "err", err)
+				return err.Error()
+			}
+			if errors.Is(err, io.EOF) || c.ctx.Err() != nil {
+				return "closed by peer"
+			}
+			return err.Error()
+		}
+		cmd, err := Decode(frame)
+		if err != nil {
+			if errors.Is(err, ErrFrame) {
+				s.badFrames.Add(1)
+				s.log.Warn("rejected frame: closing connection", "client", c.nc.RemoteAddr().String(),
+					"channel", c.id, "err", err)
+				return err.Error()
+			}
+			s.badHeaders.Add(1)
+			s.log.Info("rejected request", "client", c.nc.RemoteAddr().String(), "channel", c.id, "err", err)
+			// The frame boundary is intact: answer with what we could
+			// salvage of the opaque, and go on.
+			resp := &Command{Code: SystemError, Version: protocolVersion, Flag: FlagResponse,
+				Opaque: salvageOpaque(frame), Remark: err.Error()}
+			c.enqueue(resp)
+			continue
+		}
+		if cmd.IsResponse() {
+			continue // answers to our oneway notifications: none expected
+		}
+		s.requests.Add(1)
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.ctx.Done():
+			return "closed"
+		}
+		c.wg.Add(1)
+		go c.serve(cmd)
+	}
+}
+
+var opaqueRE = regexp.MustCompile(`"opaque"\s*:\s*(-?\d+)`)
+
+// salvageOpaque finds the opaque of an undecodable header where it can, so
+// the client matches the error answer to its request.
+func salvageOpaque(frame []byte) int32 {
+	if len(frame) < 4 {
+		return 0
+	}
+	word := uint32(frame[0])<<24 | uint32(frame[1])<<16 | uint32(frame[2])<<8 | uint32(frame[3])
+	hl := int(word & 0xFFFFFF)
+	if hl > len(frame)-4 {
+		hl = len(frame) - 4
+	}
+	h := frame[4 : 4+hl]
+	if byte(word>>24) == SerializeRocketMQ && len(h) >= 9 {
+		return int32(uint32(h[5])<<24 | uint32(h[6])<<16 | uint32(h[7])<<8 | uint32(h[8]))
+	}
+	if m := opaqueRE.FindSubmatch(h); m != nil {
+		if v, err := strconv.ParseInt(string(m[1]), 10, 32); err == nil {
+			return int32(v)
+		}
+	}
+	return 0
+}
+
+func (c *Conn) serve(req *Command) {
+	defer func() { <-c.sem; c.wg.Done() }()
+	resp := c.srv.h.Serve(c.ctx, c, req)
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= FlagResponse
+	resp.Serialize = req.Serialize
+	c.enqueue(resp)
+}
+
+func (c *Conn) enqueue(resp *Command) {
+	select {
+	case c.out <- resp:
+		c.srv.responses.Add(1)
+	case <-c.ctx.Done():
+	}
+}
+
+func (c *Conn) writeLoop() {
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	write := func(cmd *Command) bool {
+		b, err := Encode(cmd)
+		if err != nil {
+			c.srv.log.Error("encode response", "channel", c.id, "err", err)
+			b, _ = Encode(&Command{Code: SystemError, Flag: cmd.Flag, Opaque: cmd.Opaque, Remark: "encode: " + err.Error()})
+		}
+		if _, err := w.Write(b); err != nil {
+			c.srv.writeErrors.Add(1)
+			c.nc.Close()
+			return false
+		}
+		return true
+	}
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case cmd := <-c.out:
+			if !write(cmd) {
+				return
+			}
+		drain:
+			for {
+				select {
+				case cmd := <-c.out:
+					if !write(cmd) {
+						return
+					}
+				default:
+					break drain
+				}
+			}
+			if err := w.Flush(); err != nil {
+				c.srv.writeErrors.Add(1)
+				c.nc.Close()
+				return
+			}
+		}
+	}
+}

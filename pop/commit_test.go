@@ -1,0 +1,146 @@
+package pop
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// gatedOffsets is an Offsets whose CommitFenced can be held (a slow fsync)
+// and records every commit in order.
+type gatedOffsets struct {
+	*MemoryOffsets
+	mu      sync.Mutex
+	gate    chan struct{}
+	entered chan struct{}
+	commits map[int][]int64
+}
+
+func (g *gatedOffsets) CommitFenced(group, topic string, q int, off int64, epoch uint64) error {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil {
+		g.entered <- struct{}{}
+		<-gate
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.commits[q] = append(g.commits[q], off)
+	return g.MemoryOffsets.CommitFenced(group, topic, q, off, epoch)
+}
+
+// TestSlowCommitDoesNotHoldTheGroupTopicMutex: an Offsets that writes and
+// fsyncs a file on every commit must not stall the pops, acks and changes
+// of the same group@topic while it works.
+func TestSlowCommitDoesNotHoldTheGroupTopicMutex(t *testing.T) {
+	src := newMemSource()
+	src.append("T", 0, 4)
+	src.append("T", 1, 1)
+	offs := &gatedOffsets{MemoryOffsets: NewMemoryOffsets(), entered: make(chan struct{}, 1), commits: map[int][]int64{}}
+	s := New(src, Options{Now: newFakeClock().Now, Offsets: offs})
+	defer s.Close()
+	r, err := s.Pop(bg, req0(4, time.Minute))
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 4)
+
+	gate := make(chan struct{})
+	offs.mu.Lock()
+	offs.gate = gate
+	offs.mu.Unlock()
+	acked := make(chan error, 1)
+	go func() { acked <- s.Ack(r.Messages[0].Handle) }()
+	<-offs.entered // the commit is in progress, as slow as it likes
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		other := req0(1, time.Minute)
+		other.QueueID = 1
+		p, err := s.Pop(bg, other)
+		require.NoError(t, err)
+		require.Len(t, p.Messages, 1)
+		_, err = s.ChangeInvisible(r.Messages[1].Handle, time.Hour)
+		require.NoError(t, err)
+		require.NoError(t, s.Ack(r.Messages[3].Handle)) // not the lowest: no commit of its own
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a pop, change or ack waited for another ack's commit")
+	}
+	offs.mu.Lock()
+	offs.gate = nil
+	offs.mu.Unlock()
+	close(gate)
+	require.NoError(t, <-acked)
+	c, _ := offs.Committed("g", "T", 0)
+	require.EqualValues(t, 1, c)
+}
+
+// TestConcurrentAcksCommitInOrder: commits leave the mutex but never
+// overtake each other: the committed offsets of a queue only grow.
+func TestConcurrentAcksCommitInOrder(t *testing.T) {
+	const n = 400
+	src := newMemSource()
+	src.append("T", 0, n)
+	offs := &gatedOffsets{MemoryOffsets: NewMemoryOffsets(), commits: map[int][]int64{}}
+	s := New(src, Options{Now: newFakeClock().Now, Offsets: offs})
+	defer s.Close()
+	var handles []string
+	for len(handles) < n {
+		r, err := s.Pop(bg, req0(MaxBatch, time.Hour))
+		require.NoError(t, err)
+		for _, d := range r.Messages {
+			handles = append(handles, d.Handle)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 8 {
+				require.NoError(t, s.Ack(handles[i]))
+			}
+		}()
+	}
+	wg.Wait()
+	got := offs.commits[0]
+	for i := 1; i < len(got); i++ {
+		require.Less(t, got[i-1], got[i], "commit %d went backwards or repeated: %v", i, got[i-1:i+1])
+	}
+	c, _ := offs.Committed("g", "T", 0)
+	require.EqualValues(t, n, c)
+}
+
+// TestNeverAckedHeadKeepsTheInFlightTableSmall: one message at the head of
+// a queue is never acked while thousands behind it are popped and acked;
+// the queue's state holds that one entry, not the backlog behind it.
+func TestNeverAckedHeadKeepsTheInFlightTableSmall(t *testing.T) {
+	src := newMemSource()
+	src.append("T", 0, 10_001)
+	s := New(src, Options{Now: newFakeClock().Now})
+	defer s.Close()
+	head, err := s.Pop(bg, req0(1, time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, []int64{0}, offsetsOf(head))
+	for acked := 0; acked < 10_000; {
+		r, err := s.Pop(bg, req0(MaxBatch, time.Hour))
+		require.NoError(t, err)
+		require.NotEmpty(t, r.Messages)
+		ackAll(t, s, r)
+		acked += len(r.Messages)
+	}
+	gt, _ := s.gts.Load(gtKey{"g", "T"})
+	gt.mu.Lock()
+	defer gt.mu.Unlock()
+	qs := gt.core.queues[0]
+	require.Equal(t, 1, qs.pending())
+	require.Equal(t, 1, qs.nHidden)
+	require.LessOrEqual(t, len(qs.order)-qs.head, 64+2, "settled offsets are compacted away")
+	require.LessOrEqual(t, len(qs.slab), 2*MaxBatch, "slab slots are reused")
+	require.EqualValues(t, 0, qs.low(), "the commit waits for the head")
+}
