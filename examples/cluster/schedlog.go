@@ -40,10 +40,14 @@ func (l *schedLog) Read(topic string, queueID int, offset int64, max int) ([]*st
 }
 
 // MinOffset implements schedule.Log.
-func (l *schedLog) MinOffset(topic string, queueID int) int64 { return l.n.st.MinOffset(topic, queueID) }
+func (l *schedLog) MinOffset(topic string, queueID int) int64 {
+	return l.n.st.MinOffset(topic, queueID)
+}
 
 // MaxOffset implements schedule.Log.
-func (l *schedLog) MaxOffset(topic string, queueID int) int64 { return l.n.st.MaxOffset(topic, queueID) }
+func (l *schedLog) MaxOffset(topic string, queueID int) int64 {
+	return l.n.st.MaxOffset(topic, queueID)
+}
 
 // Append implements schedule.Log. A scheduler over a ProgressLog delivers
 // through AppendWithProgress; a plain append is a produce.
