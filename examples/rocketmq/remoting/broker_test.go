@@ -2,6 +2,7 @@ package remoting_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/require"
 )
@@ -284,4 +286,18 @@ func TestLockBatchHoldsRenewsAndRefusesOthers(t *testing.T) {
 	resp = rc.call(req(remoting.CodeLockBatchMQ, nil, body("B")))
 	require.NoError(t, json.Unmarshal(resp.Body, &out))
 	require.Len(t, out.MQs, 2, "free after A's unlock")
+}
+
+func TestLogLinesForConnectionsAndRejectedRequests(t *testing.T) {
+	var buf testkit.LogBuffer
+	b := rmqtest.StartConfig(t, server.Config{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	rc := dial(t, b.Broker)
+	rc.call(sendReq("bad topic", 0, "x"))
+	rc.c.Close()
+	require.Eventually(t, func() bool { return strings.Contains(buf.String(), "connection closed") }, 5*time.Second, 10*time.Millisecond)
+	out := buf.String()
+	require.Contains(t, out, `msg="connection opened" server=broker client=127.0.0.1:`)
+	require.Contains(t, out, `msg="rejected request" server=broker code=10 response=1 client=127.0.0.1:`)
+	require.Contains(t, out, `topic="bad topic"`)
+	require.Contains(t, out, `msg="connection closed" server=broker client=127.0.0.1:`)
 }
