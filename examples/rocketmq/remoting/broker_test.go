@@ -2,7 +2,10 @@ package remoting_test
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -300,4 +303,62 @@ func TestLogLinesForConnectionsAndRejectedRequests(t *testing.T) {
 	require.Contains(t, out, `msg="rejected request" server=broker code=10 response=1 client=127.0.0.1:`)
 	require.Contains(t, out, `topic="bad topic"`)
 	require.Contains(t, out, `msg="connection closed" server=broker client=127.0.0.1:`)
+}
+
+// An admin reset wakes a parked long poll with PULL_OFFSET_MOVED to the
+// reset offset; the connection's commits are refused until it reads the
+// offset again, so its old position cannot overwrite the reset — across
+// repeated resets too.
+func TestResetFencesConnectionUntilItQueriesAgain(t *testing.T) {
+	b := rmqtest.Start(t)
+	rc := dial(t, b.Broker)
+	for i := 0; i < 10; i++ {
+		require.Equal(t, remoting.Success, rc.call(sendReq("t", 0, "m")).Code)
+	}
+	query := req(remoting.CodeQueryConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "t", "queueId": "0"}, nil)
+	commit := func(off string) *remoting.Command {
+		return rc.call(req(remoting.CodeUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "t",
+			"queueId": "0", "commitOffset": off}, nil))
+	}
+	rc.call(query)
+	require.Equal(t, remoting.Success, commit("10").Code)
+	offs := b.Server.Core().Offsets()
+	for round, to := range []int64{3, 5} {
+		op := rc.send(pullReq("t", "10", "20000")) // parked at the end
+		time.Sleep(50 * time.Millisecond)
+		code, body := postReset(t, b.Metrics, to)
+		require.Equal(t, 200, code, body)
+		resp, err := rc.read(5 * time.Second)
+		require.NoError(t, err)
+		require.Equal(t, op, resp.Opaque)
+		require.Equal(t, remoting.PullOffsetMoved, resp.Code, "round %d", round)
+		require.Equal(t, i64s(to), resp.ExtFields["nextBeginOffset"])
+		// The stale position is refused, in an update and riding in a pull.
+		require.Equal(t, remoting.SystemError, commit("10").Code)
+		p := pullReq("t", "10", "0")
+		p.ExtFields["sysFlag"] = "1"
+		p.ExtFields["commitOffset"] = "10"
+		require.Equal(t, remoting.PullOffsetMoved, rc.call(p).Code)
+		got, _ := offs.Committed("g", "t", 0)
+		require.Equal(t, to, got, "the reset stands")
+		// Reading the offset again brings the connection up to date.
+		resp = rc.call(query)
+		require.Equal(t, i64s(to), resp.ExtFields["offset"])
+		require.Equal(t, remoting.Success, commit(i64s(to+1)).Code)
+		got, _ = offs.Committed("g", "t", 0)
+		require.Equal(t, to+1, got)
+		require.Equal(t, remoting.Success, commit("10").Code)
+	}
+	require.Equal(t, uint64(4), b.Server.Broker().Stats().StaleCommits)
+}
+
+func i64s(n int64) string { return strconv.FormatInt(n, 10) }
+
+func postReset(t *testing.T, metrics string, to int64) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://"+metrics+"/admin/reset?group=g&topic=t&queue=0&offset="+i64s(to), "", nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
