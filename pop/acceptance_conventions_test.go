@@ -52,6 +52,18 @@ func TestAcceptCloseWakesWaitersLaterCallsErrClosedNoLeak(t *testing.T) {
 		require.Len(t, res.Messages, 1)
 		handle := res.Messages[0].Handle
 
+		// The g@f lock is held first, by a pop stuck in its read: a
+		// contended non-FIFO pop would answer empty at once without
+		// reading, so the holder must not race the waiters for the lock.
+		entered, release := src.holdNextRead()
+		defer release()
+		hr := accReq()
+		hr.Topic = "f"
+		hr.QueueID = 1
+		holder := make(chan error, 1)
+		go func() { _, err := svc.Pop(context.Background(), hr); holder <- err }()
+		<-entered
+
 		var waiters []<-chan popOutcome
 		start := func(r pop.Request) {
 			ch := make(chan popOutcome, 1)
@@ -66,16 +78,7 @@ func TestAcceptCloseWakesWaitersLaterCallsErrClosedNoLeak(t *testing.T) {
 		fb.Topic = "f"
 		fb.Poll = time.Minute
 		start(fb)
-
-		// A FIFO retry queued behind a held lock.
-		entered, release := src.holdNextRead()
-		defer release()
-		hr := accReq()
-		hr.Topic = "f"
-		hr.QueueID = 1
-		holder := make(chan error, 1)
-		go func() { _, err := svc.Pop(context.Background(), hr); holder <- err }()
-		<-entered
+		// A FIFO retry queued behind the held lock.
 		fr := f
 		fr.Poll = time.Minute
 		start(fr)

@@ -128,7 +128,7 @@ func (s *Service) commitAck(gt *groupTopic, qs *queueState, h handle, inBatch bo
 		return nil
 	}
 	if e := acking(qs, h); e != nil {
-		qs.hide(e) // the ack is not applied: the handle stays live
+		qs.hide(e, 0) // the ack is not applied: the handle stays live
 	}
 	gt.mu.Unlock()
 	if ep := gt.view.Epoch(h.queue); ep != qs.epoch {
@@ -206,7 +206,7 @@ func (s *Service) ChangeInvisible(handleStr string, d time.Duration) (string, er
 		gt.mu.Unlock()
 		return "", s.stale("change invisible", h, err)
 	}
-	qs.change(e, s.nowNanos()+int64(d))
+	qs.change(e, s.nowNanos(), int64(d))
 	h.gen = e.gen
 	gt.mu.Unlock()
 	s.st.changes.Add(1)

@@ -239,7 +239,7 @@ func (c *core) planDeadLetters(now int64, req popReq, v view, queues []int) *pop
 		slices.Sort(due)
 		for _, off := range due {
 			e := qs.get(off)
-			qs.park(e, now+c.cfg.dlRetry)
+			qs.park(e, now, c.cfg.dlRetry)
 			qp.again = append(qp.again, e.off)
 			qp.gens = append(qp.gens, e.gen)
 		}

@@ -99,7 +99,7 @@ func (d *coreDriver) ack(hs string) error {
 	qs.detach(e)
 	if low := qs.low(); low > qs.committed {
 		if err := d.m.offs.CommitFenced(h.group, mTopic, h.queue, low, qs.epoch); err != nil {
-			qs.hide(e)
+			qs.hide(e, 0)
 			return err
 		}
 		qs.committed = low
@@ -114,7 +114,7 @@ func (d *coreDriver) change(hs string, dur time.Duration) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	qs.change(e, d.m.clock.Now().UnixNano()+int64(max1s(dur)))
+	qs.change(e, d.m.clock.Now().UnixNano(), int64(max1s(dur)))
 	h.gen = e.gen
 	return d.name(h), nil
 }

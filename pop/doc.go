@@ -12,7 +12,8 @@
 // For every (group, topic, queue) it keeps, in memory, the next offset to
 // pop and one small entry per popped offset not yet settled: its
 // visible-at time, attempt count and delivery generation — offsets, not
-// messages (a redelivery reads the body again), in a heap on visible time.
+// messages (a redelivery reads the body again), ordered by visible time
+// (per-duration lanes, a heap as fallback: lanes.go).
 // Those decisions are plain methods taking `now`: core.go plans a pop's
 // reads and applies what was read (queue.go, fifo.go). The driver (pop.go,
 // round.go, ack.go, longpoll.go) adds the group@topic lock, the Source

@@ -63,7 +63,7 @@ func (q *queueState) fifoDecide(now int64, attempt string, max int, buf []int64)
 	}
 	// No batch: FIFO order forbids passing an invisible entry (a non-FIFO
 	// delivery or a parked dead letter).
-	if len(q.hidden) > 0 || len(q.dlDue) > 0 {
+	if q.nHidden > 0 || len(q.dlDue) > 0 {
 		return fifoBlocked, buf
 	}
 	return fifoNew, q.revivable(max, buf)

@@ -151,7 +151,7 @@ func parseHandle(str string) (handle, [handleMACLen]byte, error) {
 	}
 	// Decode reads str's bytes in place (no copy): it never writes its src.
 	n, err := base64.RawURLEncoding.Decode(b, unsafe.Slice(unsafe.StringData(str), len(str)))
-	if err != nil {
+	if err != nil || base64.RawURLEncoding.EncodedLen(n) != len(str) { // the decoder skips \r and \n: not ours
 		return handle{}, mac, fmt.Errorf("handle encoding: %w", ErrBadHandle)
 	}
 	b = b[:n]

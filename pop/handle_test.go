@@ -50,3 +50,17 @@ func FuzzHandleDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestHandleWithLineBreaksIsBad: base64 decoders skip \r and \n, so one
+// handle had many spellings (found by FuzzHandleDecode); only the one we
+// issued verifies.
+func TestHandleWithLineBreaksIsBad(t *testing.T) {
+	s := newSigner([]byte("k"))
+	enc := s.encode(handle{nonce: 1, inc: 1, queue: 0, offset: 7, gen: 1, group: "g", topic: "T"})
+	_, err := s.decode(enc)
+	require.NoError(t, err)
+	for _, bad := range []string{enc[:10] + "\n" + enc[10:], enc + "\r\n", "\n" + enc} {
+		_, err := s.decode(bad)
+		require.ErrorIs(t, err, ErrBadHandle, "%q", bad)
+	}
+}

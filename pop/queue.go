@@ -1,7 +1,6 @@
 package pop
 
 import (
-	"math"
 	"slices"
 	"time"
 
@@ -16,12 +15,11 @@ import (
 // Only popped, unsettled offsets have an entry (sparse): an acked,
 // dead-lettered or filtered offset has none. An entry keeps offsets and
 // counters, never the message: a redelivery reads the body again. An
-// in-flight entry is in the heap `hidden` ordered by visible time, so a
-// pop finds what became visible without scanning the backlog; once its
+// in-flight entry is kept ordered by visible time (in its duration's lane,
+// or the fallback heap `hidden`: lanes.go), so a pop finds what became
+// visible without scanning the backlog; once its
 // time is over it moves to `visible` (by offset: redeliveries go in
 // order) or, when it reached the dead-letter threshold, to `dlDue`.
-
-const never = math.MaxInt64
 
 // Where an entry is.
 const (
@@ -41,7 +39,9 @@ type entry struct {
 	attempts  int32  // deliveries so far
 	gen       uint32 // bumped on every delivery, change and park: old handles go stale
 	slot      int32  // its index in queueState.slab
-	hidx      int32  // index in hidden while where == inHidden
+	hidx      int32  // index in hidden while in the heap
+	hseq      uint32 // hide sequence number: names the lane item that holds it
+	lane      int16  // its lane while where == inHidden; -1 = the heap
 	where     uint8
 }
 
@@ -71,7 +71,10 @@ type queueState struct {
 	live      map[int64]int32 // offset → slab slot
 	order     []int64         // offsets with an entry, increasing; settled ones dropped lazily
 	head      int             // order[:head] is dropped
-	hidden    []int32         // slots of invisible entries: a min-heap on visibleAt
+	lanes     []lane          // invisible entries by duration, in visible-time order (lanes.go)
+	hidden    []int32         // other invisible entries' slots: a min-heap on visibleAt
+	nHidden   int             // invisible entries in lanes and heap
+	hseq      uint32          // last hide sequence number
 	visible   []int32         // slots of revivable entries, by offset
 	dlDue     []int32         // slots of entries due for DeadLetter
 	batch     fifoBatch
@@ -161,7 +164,12 @@ func (q *queueState) add(off int64, batch uint64) *entry {
 func (q *queueState) detach(e *entry) {
 	switch e.where {
 	case inHidden:
-		q.heapRemove(int(e.hidx))
+		q.nHidden--
+		if e.lane >= 0 {
+			q.laneLeft(int(e.lane))
+		} else {
+			q.heapRemove(int(e.hidx))
+		}
 	case inVisible:
 		i, ok := slices.BinarySearchFunc(q.visible, e.off, func(x int32, off int64) int { return cmpInt(q.slab[x].off, off) })
 		if ok {
@@ -175,9 +183,22 @@ func (q *queueState) detach(e *entry) {
 	e.where = detached
 }
 
-// hide puts a detached e into the heap of invisible entries.
-func (q *queueState) hide(e *entry) {
+// hide puts a detached e, invisible for dur (0: unknown), among the
+// invisible entries: in dur's lane, or in the heap.
+func (q *queueState) hide(e *entry, dur int64) {
 	e.where = inHidden
+	q.nHidden++
+	q.hseq++
+	if q.hseq == 0 {
+		q.hseq++
+	}
+	e.hseq = q.hseq
+	if li := q.laneOf(dur, e.visibleAt); li >= 0 {
+		e.lane = int16(li)
+		q.lanes[li].items = append(q.lanes[li].items, laneItem{at: e.visibleAt, slot: e.slot, hseq: e.hseq})
+		return
+	}
+	e.lane = -1
 	e.hidx = int32(len(q.hidden))
 	q.hidden = append(q.hidden, e.slot)
 	q.heapUp(int(e.hidx))
@@ -204,26 +225,29 @@ func (q *queueState) deliver(e *entry, now int64, inv time.Duration, count bool,
 	if count {
 		e.attempts++
 	}
-	q.hide(e)
+	q.hide(e, int64(inv))
 	return append(out, pick{qs: q, off: e.off, gen: e.gen, att: e.attempts, msg: m})
 }
 
-// change makes e invisible until visibleAt (ChangeInvisible).
-func (q *queueState) change(e *entry, visibleAt int64) {
+// change makes e invisible for d from now (ChangeInvisible).
+func (q *queueState) change(e *entry, now int64, d int64) {
 	q.detach(e)
 	e.gen++
-	e.visibleAt = visibleAt
-	q.hide(e)
+	e.visibleAt = now + d
+	q.hide(e, d)
 }
 
 // refresh moves the entries whose invisible time ended at now out of the
-// heap: to dlDue if they reached dlAt deliveries (dlAt 0: no dead
+// lanes and the heap: to dlDue if they reached dlAt deliveries (dlAt 0: no dead
 // letters), else to visible.
 func (q *queueState) refresh(now int64, dlAt int32) {
 	moved := false
-	for len(q.hidden) > 0 && q.slab[q.hidden[0]].visibleAt <= now {
-		e := &q.slab[q.hidden[0]]
-		q.heapRemove(0)
+	for {
+		e, ok := q.earliestHidden()
+		if !ok || e.visibleAt > now {
+			break
+		}
+		q.detach(e)
 		if dlAt > 0 && e.attempts >= dlAt {
 			e.where = inDLDue
 			q.dlDue = append(q.dlDue, e.slot)
@@ -241,17 +265,21 @@ func (q *queueState) refresh(now int64, dlAt int32) {
 // due reports whether something became visible by now (a waiter should
 // look again).
 func (q *queueState) due(now int64) bool {
-	return len(q.visible) > 0 || len(q.dlDue) > 0 || (len(q.hidden) > 0 && q.slab[q.hidden[0]].visibleAt <= now)
+	if len(q.visible) > 0 || len(q.dlDue) > 0 {
+		return true
+	}
+	e, ok := q.earliestHidden()
+	return ok && e.visibleAt <= now
 }
 
 // park hides a dead-letter candidate while DeadLetter is offered it: its
 // handles go stale and it stays invisible for retry.
-func (q *queueState) park(e *entry, until int64) {
+func (q *queueState) park(e *entry, now, retry int64) {
 	q.detach(e)
 	e.gen++
 	e.batch = 0
-	e.visibleAt = until
-	q.hide(e)
+	e.visibleAt = now + retry
+	q.hide(e, retry)
 }
 
 // The heap of hidden slots, ordered by visible time; each entry knows its

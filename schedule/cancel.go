@@ -48,8 +48,10 @@ func (s *Scheduler) Cancel(uniqKey string) error {
 	}
 	ts := t.persisted()
 	for _, k := range pending {
-		i, _ := slices.BinarySearchFunc(ts.cancels, k, func(a, b timerKey) int { return compareEntries(entry{key: a}, entry{key: b}) })
-		ts.cancels = slices.Insert(ts.cancels, i, k)
+		i, found := slices.BinarySearchFunc(ts.cancels, k, func(a, b timerKey) int { return compareEntries(entry{key: a}, entry{key: b}) })
+		if !found {
+			ts.cancels = slices.Insert(ts.cancels, i, k)
+		}
 	}
 	_, err = s.commit(nil, nil, 0, &ts, func() {
 		t.st.cancels = slices.Clone(ts.cancels)
@@ -78,7 +80,9 @@ func (t *timerLane) find(uniqKey string) (pending []timerKey, delivered, cancell
 			return nil, false, false, err
 		}
 		for _, e := range es {
-			if e.hash == h {
+			// Entries at or beyond the ingest cursor were written ahead of
+			// the progress; the scan of the records not indexed covers them.
+			if e.hash == h && e.key.off < t.st.ingested {
 				cands = append(cands, e)
 			}
 		}

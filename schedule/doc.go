@@ -48,18 +48,27 @@
 // (temp file, fsync, rename, directory fsync) after every delivered batch and
 // on Stop.
 //
-// The decisions live in a plain method (step) that takes the time as a value;
-// the goroutines, tickers and channels are a thin driver around it.
+// The timers are one more lane beside the levels: one loop that ingests
+// TimerTopic into the index and delivers due timers from the window in
+// (time, offset) order, a batch per Append.
+//
+// The decisions live in plain methods (step for a level, timerLane.step for
+// the timers) that take the time as a value; the goroutines, tickers and
+// channels are a thin driver around them, and the tests drive the steps
+// directly.
 //
 // # Guarantees
 //
 //   - Never early: a message is appended only once Options.Now has reached
-//     StoredAt + delay.
+//     StoredAt + delay; a timer only once Options.Now has reached its time
+//     (rounded up to the millisecond). A timer in the past is due when it
+//     was stored, so it is delivered at once.
 //   - Exactly once under any interleaving of Start and Stop, from any
-//     goroutines. Every loop belongs to a generation (one per Start). A
-//     delivery holds its level's lock from the check "is my generation
-//     current" through the append to the progress update, and Stop takes every
-//     level's lock to end the generation; so a delivery either completes
+//     goroutines, for levels and timers alike (one mechanism). Every loop
+//     belongs to a generation (one per Start). A delivery holds its lane's
+//     lock from the check "is my generation current" through the append to
+//     the progress update, and Stop takes every lane's lock to end the
+//     generation; so a delivery either completes
 //     before Stop goes on or never starts, and a loop of an ended generation
 //     can neither append, nor continue, nor write progress. This is the fix
 //     for the RocketMQ field report in which a task blocked mid-append outlived
@@ -104,4 +113,20 @@
 //     or Stop. Progress and Stats take no lock and are safe anywhere.
 //   - A Log.Append that fails after writing (a failed fsync) is retried, so
 //     that batch may arrive twice, recognisable by UNIQ_KEY.
+//   - Cancel reads the whole index (24 bytes per timer indexed, delivered
+//     ones of the last KeepDelivered included) and holds the timer lane
+//     meanwhile: about a second per 10M timers on a quiet machine. A cancel
+//     is part of every progress record until KeepDelivered after its time.
+//   - A timer record appended by hand with a time more than MaxTimerDelay
+//     after its StoredAt, or without a real topic or a time, is skipped,
+//     logged and counted (TimerStats.Malformed).
+//   - Without a ProgressPath the index is in memory and New rebuilds it by
+//     reading every timer in TimerTopic: memory then grows with the pending
+//     timers. brokercore.Open sets a ProgressPath.
+//   - Progress kept in ProgressTopic is subject to the log's retention like
+//     any topic: a log that retains nothing written since the last delivery
+//     loses the position (the levels then start at their MinOffset).
+//   - The index directory is rebuilt when its meta file is missing or
+//     damaged, or an entry fails its checksum; a slot file deleted by hand
+//     while the meta file stays is not noticed (its timers are lost).
 package schedule

@@ -413,6 +413,7 @@ func (x *index) after(s int64) (int64, bool) {
 func (x *index) drop(below int64) error {
 	for len(x.slots) > 0 && x.slots[0] < below {
 		s := x.slots[0]
+		x.nbuf -= len(x.buf[s]) / entrySize
 		delete(x.buf, s)
 		if err := x.files.remove(s); err != nil {
 			return err

@@ -94,3 +94,59 @@ func TestRealStoreDeliversEveryLevelOnceAcrossAStoreAndSchedulerRestart(t *testi
 		assert.Equal(t, 1, got[k], k)
 	}
 }
+
+// TestRealStoreTimersAcrossAHostRestartInBothProgressModes runs timers on
+// *store.Store with a progress file and with zero Options (progress in the
+// log): half delivered, a cancel, both restarted, the rest delivered; each
+// timer exactly once, the cancelled one never.
+func TestRealStoreTimersAcrossAHostRestartInBothProgressModes(t *testing.T) {
+	for name, progressPath := range map[string]bool{"progress file": true, "zero options": false} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			clk := newAtomicClock()
+			opts := Options{Now: clk.Now}
+			if progressPath {
+				opts.ProgressPath = filepath.Join(dir, "progress")
+			}
+			open := func() (*store.Store, *Scheduler) {
+				st, err := store.Open(filepath.Join(dir, "log"), store.Options{Sync: store.SyncNone, Now: clk.Now})
+				require.NoError(t, err)
+				s, err := New(st, opts)
+				require.NoError(t, err)
+				return st, s
+			}
+			st, s := open()
+			t0 := clk.Now()
+			var keys []string
+			for i := 0; i < 100; i++ {
+				keys = append(keys, at(t, s, st, "orders", t0.Add(time.Duration(i)*time.Hour/2))) // 50 h
+			}
+			d := drive(s)
+			d.timers(t0.Add(24*time.Hour + time.Second)) // 0..48 delivered
+			require.NoError(t, s.Cancel(keys[70]))
+			d.end(t)
+			require.NoError(t, st.Close())
+
+			st, s = open()
+			defer st.Close()
+			d = drive(s)
+			d.timers(t0.Add(100 * time.Hour))
+			d.end(t)
+			got := map[string]int{}
+			for q := 0; q < 1; q++ {
+				msgs, err := st.Read("orders", q, 0, 1000)
+				require.NoError(t, err)
+				for _, m := range msgs {
+					got[m.Properties[PropUniqKey]]++
+				}
+			}
+			for i, k := range keys {
+				want := 1
+				if i == 70 {
+					want = 0
+				}
+				assert.Equal(t, want, got[k], "timer %d", i)
+			}
+		})
+	}
+}

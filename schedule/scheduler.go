@@ -113,7 +113,7 @@ func New(log Log, opts Options) (*Scheduler, error) {
 	}
 	s.timers = newTimerLane(s, files)
 	if err := s.reload(true); err != nil {
-		s.log.Error("schedule: progress not loaded", "path", o.ProgressPath, "err", err)
+		s.log.Debug("schedule: progress not loaded", "path", o.ProgressPath, "err", err)
 		return nil, fmt.Errorf("new: %w", err)
 	}
 	return s, nil
@@ -135,7 +135,7 @@ func (s *Scheduler) Start() error {
 		return nil
 	}
 	if err := s.reload(false); err != nil {
-		s.log.Error("schedule: start refused", "err", err)
+		s.log.Debug("schedule: start refused", "err", err)
 		return fmt.Errorf("start: %w", err)
 	}
 	s.gen++
@@ -177,7 +177,7 @@ func (s *Scheduler) Stop() error {
 		err = s.persist()
 	}
 	if err != nil {
-		s.log.Error("schedule: progress not saved on stop", "generation", g.n, "err", err)
+		s.log.Debug("schedule: progress not saved on stop", "generation", g.n, "err", err)
 	}
 	s.log.Info("schedule: stopped", "generation", g.n)
 	return err

@@ -449,3 +449,44 @@ func TestAStaleGenerationsTimerStepDoesNothing(t *testing.T) {
 	assert.Empty(t, l.delivered("orders"))
 	assert.False(t, errors.Is(nil, ErrDelivered))
 }
+
+// TestCancelOfALateTimerWhoseAppendFailedStoresOneCancel is the rapid
+// model's first find: a late record's delivery failed after its index entry
+// was written, so Cancel saw the record twice (index and unindexed tail)
+// and stored the cancel twice, a progress record that no longer decoded.
+func TestCancelOfALateTimerWhoseAppendFailedStoresOneCancel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "progress")
+	s, l, clk := newTestScheduler(t, Options{ProgressPath: path})
+	t0 := clk.Now()
+	at(t, s, l, "orders", t0.Add(time.Minute))
+	d := drive(s)
+	d.timers(t0.Add(time.Minute)) // done is at t0+1m
+	clk.Set(t0)
+	late := at(t, s, l, "orders", t0.Add(30*time.Second))
+	l.setHook(func([]*store.Message) error { return errInjected })
+	d.timers(t0.Add(time.Minute)) // the late batch fails after indexing
+	require.NoError(t, s.Cancel(late))
+	l.setHook(nil)
+	d.timers(t0.Add(time.Hour))
+	d.end(t)
+	_, err := New(l, Options{Now: clk.Now, ProgressPath: path})
+	require.NoError(t, err, "the stored progress decodes")
+	assert.Zero(t, countByKey(l, "orders")[late])
+	require.ErrorIs(t, s.Cancel(late), ErrCancelled)
+}
+
+// TestACancelledTimerStillAnswersCancelledAfterItsTime is the second find:
+// once done passed a cancelled timer its cancel was pruned and Cancel
+// answered ErrDelivered for a timer never delivered.
+func TestACancelledTimerStillAnswersCancelledAfterItsTime(t *testing.T) {
+	s, l, clk := newTestScheduler(t, Options{ProgressPath: filepath.Join(t.TempDir(), "progress")})
+	key := at(t, s, l, "orders", clk.Now().Add(time.Minute))
+	other := at(t, s, l, "orders", clk.Now().Add(2*time.Minute))
+	require.NoError(t, s.Cancel(key))
+	d := drive(s)
+	d.timers(clk.Now().Add(time.Hour))
+	d.end(t)
+	require.ErrorIs(t, s.Cancel(key), ErrCancelled)
+	require.ErrorIs(t, s.Cancel(other), ErrDelivered)
+	assert.Equal(t, map[string]int{other: 1}, countByKey(l, "orders"))
+}

@@ -354,10 +354,14 @@ func (t *timerLane) deliverLate(g *generation) stepResult {
 	return t.afterCommit(g, appended, err, len(out))
 }
 
-// pruneCancels drops the cancels that can no longer matter: below the
-// ingest position and not above done.
+// pruneCancels drops the cancels that can no longer matter: indexed, passed
+// by done, and more than KeepDelivered old (until then Cancel still answers
+// ErrCancelled for them rather than ErrDelivered).
 func pruneCancels(cs []timerKey, done timerKey, ingested int64) []timerKey {
-	return slices.DeleteFunc(cs, func(c timerKey) bool { return c.off < ingested && !done.less(c) })
+	keep := KeepDelivered.Milliseconds()
+	return slices.DeleteFunc(cs, func(c timerKey) bool {
+		return c.off < ingested && !done.less(c) && done.due-c.due > keep
+	})
 }
 
 func (t *timerLane) syncCancelled() {
@@ -394,8 +398,12 @@ func (t *timerLane) ensureWindow() error {
 			return err
 		}
 		es = slices.DeleteFunc(es, func(e entry) bool {
+			// An entry at or beyond the ingest cursor was written ahead
+			// of the progress (a crash, or a late batch whose append
+			// failed): ingest indexes that record again, so here it
+			// would be a second copy.
 			_, gone := t.cancelled[e.key.off]
-			return gone || !t.st.done.less(e.key)
+			return gone || !t.st.done.less(e.key) || e.key.off >= t.st.ingested
 		})
 		slices.SortFunc(es, compareEntries)
 		t.win = slices.CompactFunc(es, func(a, b entry) bool { return a.key == b.key })

@@ -15,30 +15,73 @@
 //
 //   - A batch (one Append call) is all-or-nothing, across a crash too: each
 //     record carries a batch-end marker and recovery cuts an unfinished batch.
-//   - Every record carries a version byte and a CRC-32C. Open repairs a torn
-//     or corrupt tail itself (cut back to the last whole batch, logged with
-//     what was cut); a bad record followed by good ones is corruption in the
-//     middle of the log, reported as an error naming segment and position.
+//   - The log is the only truth. Every record carries a version byte and a
+//     CRC-32C. Open cuts a torn tail itself (only when no intact record
+//     follows the first bad byte of the last segment; cut back to the last
+//     whole batch, logged with what was cut). A bad record followed by an
+//     intact one is corruption, anywhere: Open refuses it with a
+//     *CorruptError (ErrCorrupt) naming the segment, the byte position and
+//     the log offsets affected, and never drops an acknowledged record
+//     silently. Segments must cover the log without gaps from what
+//     retention kept to the end: a missing or short segment is a
+//     *CorruptError naming the missing range (retention records what it
+//     removes before removing it, so its segments are not gaps).
+//   - Repair is the explicit way out: it cuts at the corruption, keeps the
+//     cut bytes in a file under dir/quarantine and reports exactly which log
+//     offsets and records were lost.
+//   - Derived files (the index files, the log-wide index, the checkpoint)
+//     are never trusted beyond what the log proves: any of them may be lost
+//     or damaged between a crash and Open, any number of times, with failed
+//     Opens in between; Open rebuilds what is missing or damaged from the
+//     log (invalidating the checkpoint before it deletes what the
+//     checkpoint vouched for), and a damaged index entry met at Read is
+//     repaired from the log (Stats.IndexRepairs). The one fact the log
+//     cannot give back is the offsets of a queue retention emptied: they
+//     live in the checkpoint.
 //   - Under SyncGroup (the default) Append returns after its records are
-//     fsynced, concurrent appends share one fsync (group commit), and records
-//     are readable only once durable. Only writes never acknowledged as
-//     synced may be lost.
+//     fsynced, concurrent appends share one fsync (group commit: the next
+//     group is written while the previous fsync runs), and records are
+//     readable only once durable. Only writes never acknowledged as synced
+//     may be lost.
 //   - A failed write or fsync puts the Store into a failed state: every later
-//     call returns an error wrapping ErrFailed. Reopen to recover.
+//     call returns an error wrapping ErrFailed; Close still closes. Reopen to
+//     recover (Open after a full disk is freed recovers everything).
 //   - Offsets never go backwards, across reopen and retention, even for a
 //     queue retained to empty.
-//   - Options.OnAppend runs after the records are readable and never under a
-//     store lock.
+//   - Options.OnAppend and Subscribe hooks run after the records are
+//     readable and never under a store lock.
+//
+// # tidwall/wal
+//
+// The store uses tidwall/wal only through its exported API (WriteBatch,
+// LastIndex, FirstIndex, TruncateFront, Close) and its segment format (files
+// named by the index of their first entry, entries framed as a uvarint
+// length and the data), which recovery reads before wal.Open. It keeps its
+// own record positions, so a Read is a pread instead of wal loading a whole
+// segment, and verifies them against what wal wrote: the tail segment's
+// length and the framing of the last record at every group commit, at
+// every segment roll (the segment wal should have started must exist and
+// the one before it end where the store placed its records) and at every
+// checkpoint, and under SyncNone and SyncInterval before a read uses a
+// record not verified yet. On the first divergence the store fails. The
+// cost: one fstat and one small pread per group commit. Retention goes
+// through wal.TruncateFront, which rewrites the first kept segment (a copy
+// of up to SegmentSize bytes per retention pass).
 //
 // # Memory and files
 //
 // The index is a set of files of fixed-size entries (one per queue, one for
 // the whole log), so it costs no memory per message; a Read is a pread of
 // the index and one pread per span of nearby records (a queue's records are
-// often adjacent in the log), done without holding the store lock. A checkpoint file records how far the
-// index is durable, so Open replays only the log past it. tidwall/wal keeps
-// the segment being written in memory, and the last closed one in its cache,
-// so the log's heap is bounded by about twice SegmentSize.
+// often adjacent in the log), done without holding the store lock. A
+// checkpoint file records how far the index files were written, so Open
+// replays only the log past it; it is written at every segment roll, every
+// CheckpointBytes of log and every CheckpointEvery, and on Close, and writes
+// only the index entries of the queues that changed. Index files are not
+// fsynced (they are checked and repaired from the log instead), so a
+// checkpoint costs what changed, not the number of queues. tidwall/wal
+// keeps the segment being written in memory, and the last closed one in its
+// cache, so the log's heap is bounded by about twice SegmentSize.
 //
 // # Defaults
 //
@@ -46,7 +89,9 @@
 // SegmentSize: DefaultSegmentSize (16 MiB). MaxAge, MaxBytes: 0 (keep
 // everything). RetainEvery: DefaultRetainEvery (1 min). MaxMessageSize:
 // DefaultMaxMessageSize (4 MiB of Body; metadata up to MaxMetadataSize).
-// Read clamps max to MaxReadBatch. Now: time.Now. Logger: discard.
+// CheckpointBytes: DefaultCheckpointBytes (4 MiB). CheckpointEvery:
+// DefaultCheckpointEvery (10 s). Read clamps max to MaxReadBatch. FS: the
+// operating system. Now: time.Now. Logger: discard.
 //
 // # Ownership
 //
@@ -58,11 +103,10 @@
 //
 // # Caveats
 //
-// One Store per directory (an flock on dir/LOCK enforces it on Unix).
-// Retention drops whole segments only, never the one being written. Index
-// entries take 32 bytes per message per file (queue and log); retention frees
-// their disk blocks by punching holes (Linux), the files keep their logical
-// size. Every segment and every queue's index file stays open while the
-// Store is. The log directory belongs to the store: tidwall/wal's
-// TruncateFront/TruncateBack are never used on it.
+// One Store per directory (an flock on dir/LOCK enforces it on Unix; Repair
+// takes it too). Retention drops whole segments only, never the one being
+// written. Index entries take 32 bytes per message per file (queue and
+// log); retention frees their disk blocks by punching holes (Linux), the
+// files keep their logical size. Every segment and every queue's index file
+// stays open while the Store is. The log directory belongs to the store.
 package store

@@ -1,8 +1,11 @@
 package store_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/brokercore/brokercore/store"
 )
@@ -42,4 +45,58 @@ func Example() {
 	// queue offset 0, log offset 0: created
 	// queue offset 1, log offset 2: paid
 	// queues: [0 1] next offset of queue 0: 2
+}
+
+// ExampleRepair shows the way out of a log that Open refuses: corruption
+// that is not a torn tail (here a flipped byte in a record with intact
+// records after it) is an ErrCorrupt naming where; Repair cuts there,
+// quarantines the cut bytes and reports what was lost.
+func ExampleRepair() {
+	dir, err := os.MkdirTemp("", "store-repair-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := store.Open(dir, store.Options{})
+	if err != nil {
+		panic(err)
+	}
+	for _, b := range []string{"one", "two", "three", "four"} {
+		if err := s.Append(&store.Message{Topic: "orders", Body: []byte(b)}); err != nil {
+			panic(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		panic(err)
+	}
+	// Damage the body of "two" on disk.
+	seg := filepath.Join(dir, "log", "00000000000000000001")
+	data, _ := os.ReadFile(seg)
+	data[bytes.Index(data, []byte("two"))] ^= 0x20
+	_ = os.WriteFile(seg, data, 0o640)
+
+	_, err = store.Open(dir, store.Options{})
+	var ce *store.CorruptError
+	fmt.Println(errors.Is(err, store.ErrCorrupt), errors.As(err, &ce), ce.From, ce.To)
+
+	rep, err := store.Repair(dir, store.RepairOptions{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("lost:", rep.Lost, "records, from log offset", rep.Cuts[0].From)
+	for _, r := range rep.Cuts[0].Records {
+		fmt.Println("quarantined:", r.Topic, r.QueueOffset)
+	}
+	s, err = store.Open(dir, store.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	fmt.Println("readable:", s.MaxOffset("orders", 0))
+	// Output:
+	// true true 1 4
+	// lost: 3 records, from log offset 1
+	// quarantined: orders 2
+	// quarantined: orders 3
+	// readable: 1
 }

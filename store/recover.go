@@ -237,45 +237,11 @@ func inspectLog(walDir string, segs []*segment, facts logFacts, readEntry func(i
 		return nil, &CorruptError{Segment: filepath.Join(walDir, segmentName(facts.segment)), From: logEnd, To: max(facts.durable, logEnd),
 			Reason: "log segment named by the checkpoint is missing", kind: damageMissing}
 	}
-	// Cut back to the end of the last whole batch.
-	cut := cutPlan{seg: last, pos: 0, reason: why}
-	if why == "" {
-		cut.reason = "incomplete batch"
+	why = cmpOr(why, "incomplete batch")
+	cut, next, err := planCut(segs, ends, items, bad < int64(len(data)), why)
+	if err != nil {
+		return nil, err
 	}
-	next := first
-	for k := len(items) - 1; k >= 0; k-- {
-		if items[k].batchEnd {
-			cut.pos, next = items[k].end, items[k].logOffset+1
-			break
-		}
-	}
-	cut.entries = len(items) - int(next-first)
-	if bad < int64(len(data)) {
-		cut.entries++
-	}
-	for cut.pos == 0 && cut.seg > 0 && !ends[cut.seg-1].batchEnd {
-		// The last whole batch ends in an earlier segment.
-		prev := segs[cut.seg-1]
-		pdata, err := os.ReadFile(prev.path)
-		if err != nil {
-			return nil, err
-		}
-		pitems, _, _ := scanSegment(pdata, int64(prev.start)-1) // proveEnd found it intact
-		cut.seg--
-		cut.pos = 0
-		next = int64(prev.start) - 1
-		for k := len(pitems) - 1; k >= 0; k-- {
-			if pitems[k].batchEnd {
-				cut.pos, next = pitems[k].end, pitems[k].logOffset+1
-				break
-			}
-		}
-		cut.entries += len(pitems) - int(next-(int64(prev.start)-1))
-	}
-	for _, sg := range segs[cut.seg:] {
-		cut.bytes += sg.size
-	}
-	cut.bytes -= cut.pos
 	ins.next = next
 	if cut.bytes == 0 && cut.seg == last {
 		return ins, nil
@@ -285,6 +251,59 @@ func inspectLog(walDir string, segs []*segment, facts logFacts, readEntry func(i
 	}
 	ins.cut = cut
 	return ins, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// planCut finds the end of the last whole batch, going back from the
+// intact records of the tail (items) into earlier segments when a batch
+// spans them, and returns the cut there and the log offset it leaves next.
+// torn says bytes follow the intact records.
+func planCut(segs []*segment, ends []segEnd, items []recItem, torn bool, why string) (cutPlan, int64, error) {
+	last := len(segs) - 1
+	cut := cutPlan{seg: last, reason: why}
+	first := int64(segs[last].start) - 1
+	next := lastBatchEnd(items, first, &cut)
+	cut.entries = len(items) - int(next-first)
+	if torn {
+		cut.entries++
+	}
+	for cut.pos == 0 && cut.seg > 0 && !ends[cut.seg-1].batchEnd {
+		// The last whole batch ends in an earlier segment.
+		prev := segs[cut.seg-1]
+		pdata, err := os.ReadFile(prev.path)
+		if err != nil {
+			return cut, 0, err
+		}
+		pitems, _, _ := scanSegment(pdata, int64(prev.start)-1) // proveEnd found it intact
+		cut.seg--
+		pfirst := int64(prev.start) - 1
+		next = lastBatchEnd(pitems, pfirst, &cut)
+		cut.entries += len(pitems) - int(next-pfirst)
+	}
+	for _, sg := range segs[cut.seg:] {
+		cut.bytes += sg.size
+	}
+	cut.bytes -= cut.pos
+	return cut, next, nil
+}
+
+// lastBatchEnd sets cut.pos just past the last batch-end record of items
+// (0 if none) and returns the log offset after it (first if none).
+func lastBatchEnd(items []recItem, first int64, cut *cutPlan) int64 {
+	cut.pos = 0
+	for k := len(items) - 1; k >= 0; k-- {
+		if items[k].batchEnd {
+			cut.pos = items[k].end
+			return items[k].logOffset + 1
+		}
+	}
+	return first
 }
 
 // applyCut removes the segments after the cut and truncates the one it is

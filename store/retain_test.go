@@ -1,6 +1,8 @@
 package store
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -201,4 +203,77 @@ func TestBackgroundRetentionRunsEveryRetainEvery(t *testing.T) {
 	fillSegments(t, s, "t", 60)
 	waitFor(t, func() bool { return s.Stats().Retained > 0 })
 	assert.Positive(t, s.MinOffset("t", 0))
+}
+
+// A crash inside retention: after it recorded what it removes but before
+// wal.TruncateFront ran, and inside TruncateFront (a .START copy left, the
+// segments before it already gone). Open finishes the retention either way
+// and loses nothing it kept.
+func TestOpenFinishesARetentionACrashInterrupted(t *testing.T) {
+	build := func(t *testing.T) (string, []*segment) {
+		dir := t.TempDir()
+		s := openT(t, dir, Options{SegmentSize: 400})
+		appendN(t, s, "t", 40)
+		require.NoError(t, s.Close())
+		segs, err := listSegments(filepath.Join(dir, "log"))
+		require.NoError(t, err)
+		require.Greater(t, len(segs), 3)
+		return dir, segs
+	}
+	t.Run("recorded, not removed", func(t *testing.T) {
+		dir, segs := build(t)
+		s := openT(t, dir, Options{SegmentSize: 400})
+		s.mu.Lock()
+		s.retained = segs[2].start
+		s.mu.Unlock()
+		require.NoError(t, s.checkpoint())
+		crash(t, s)
+		s = openT(t, dir, Options{SegmentSize: 400})
+		defer s.Close()
+		assert.Equal(t, int64(segs[2].start)-1, s.Stats().LogMin)
+		assert.Equal(t, int64(segs[2].start)-1, s.MinOffset("t", 0))
+		assert.Equal(t, int64(40), s.MaxOffset("t", 0))
+	})
+	t.Run("inside TruncateFront", func(t *testing.T) {
+		dir, segs := build(t)
+		s := openT(t, dir, Options{SegmentSize: 400})
+		s.mu.Lock()
+		s.retained = segs[2].start // what Retain records first
+		s.mu.Unlock()
+		require.NoError(t, s.checkpoint())
+		crash(t, s)
+		data, err := os.ReadFile(segs[2].path)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(segs[2].path+".START", data, 0o640))
+		for _, sg := range segs[:3] {
+			require.NoError(t, os.Remove(sg.path))
+		}
+		s = openT(t, dir, Options{SegmentSize: 400})
+		defer s.Close()
+		assert.Equal(t, int64(segs[2].start)-1, s.MinOffset("t", 0))
+		got, err := s.Read("t", 0, s.MinOffset("t", 0), MaxReadBatch)
+		require.NoError(t, err)
+		assert.Len(t, got, 40-int(segs[2].start-1))
+	})
+}
+
+func TestOffsetAtRepairsADamagedIndexEntryOnTheWay(t *testing.T) {
+	dir := t.TempDir()
+	clk := newClock()
+	s := openT(t, dir, Options{Now: clk.Now})
+	for i := 0; i < 300; i++ {
+		require.NoError(t, s.Append(msg("t", 0, "x")))
+		clk.Advance(time.Second)
+	}
+	t0 := clk.Now().Add(-300 * time.Second)
+	require.NoError(t, s.Close())
+	path := filepath.Join(dir, "index", encodeQueueName("t", 0))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	clear(b[100*entrySize : 200*entrySize])
+	require.NoError(t, os.WriteFile(path, b, 0o640))
+	s = openT(t, dir, Options{Now: clk.Now})
+	defer s.Close()
+	assert.Equal(t, int64(150), s.OffsetAt("t", 0, t0.Add(150*time.Second)))
+	assert.Positive(t, s.Stats().IndexRepairs)
 }

@@ -177,6 +177,10 @@ func (s *Store) open() error {
 	if err != nil {
 		return err
 	}
+	if !facts.known && len(segs) > 0 && segs[0].start > 1 {
+		s.log.Warn("store: no readable checkpoint says what retention removed; taking the log to start where its first segment does",
+			"dir", s.dir, "segment", segs[0].path, "offset", int64(segs[0].start)-1)
+	}
 	read, closeRead := openEntryReader(filepath.Join(s.dir, "index", logIndexName))
 	ins, err := inspectLog(s.walDir, segs, facts, read)
 	closeRead()
