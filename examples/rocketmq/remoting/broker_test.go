@@ -14,6 +14,7 @@ import (
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
 	"github.com/brokercore/brokercore/internal/testkit"
+	"github.com/brokercore/brokercore/lock"
 	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/require"
 )
@@ -361,4 +362,54 @@ func postReset(t *testing.T, metrics string, to int64) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// A client that unlocks (Shutdown) and then disconnects releases every lease
+// it still has in the group — also the queues it gave up at a rebalance
+// without unlocking; one that just disconnects releases nothing.
+func TestUnlockThenCloseReleasesAllLeasesButADropReleasesNone(t *testing.T) {
+	b := rmqtest.Start(t)
+	_, err := b.Server.Topics().Ensure("t", 4)
+	require.NoError(t, err)
+	hb := func(client string) []byte {
+		return []byte(`{"clientID":"` + client + `","consumerDataSet":[{"groupName":"g","consumeType":"CONSUME_PASSIVELY",` +
+			`"messageModel":"CLUSTERING","subscriptionDataSet":[{"topic":"t","subString":"*","subVersion":1}]}]}`)
+	}
+	mq := func(client string, qs ...int) []byte {
+		s := `{"consumerGroup":"g","clientId":"` + client + `","mqSet":[`
+		for i, q := range qs {
+			if i > 0 {
+				s += ","
+			}
+			s += `{"topic":"t","brokerName":"broker-a","queueId":` + strconv.Itoa(q) + `}`
+		}
+		return []byte(s + "]}")
+	}
+	held := func(client string) int {
+		n := 0
+		for q := 0; q < 4; q++ {
+			if l, ok := b.Server.Core().Locks().Holder("g", lock.Queue{Topic: "t", Broker: "broker-a", QueueID: q}); ok && l.ClientID == client {
+				n++
+			}
+		}
+		return n
+	}
+	other := dial(t, b.Broker) // keeps the group alive
+	other.call(req(remoting.CodeHeartbeat, nil, hb("B")))
+
+	graceful := dial(t, b.Broker)
+	graceful.call(req(remoting.CodeHeartbeat, nil, hb("A")))
+	graceful.call(req(remoting.CodeLockBatchMQ, nil, mq("A", 0, 1, 2, 3)))
+	require.Equal(t, 4, held("A"))
+	graceful.call(req(remoting.CodeUnlockBatchMQ, nil, mq("A", 0))) // it holds only queue 0 by now
+	require.Equal(t, 3, held("A"))
+	graceful.c.Close()
+	require.Eventually(t, func() bool { return held("A") == 0 }, 5*time.Second, 10*time.Millisecond)
+
+	crashed := dial(t, b.Broker)
+	crashed.call(req(remoting.CodeHeartbeat, nil, hb("C")))
+	crashed.call(req(remoting.CodeLockBatchMQ, nil, mq("C", 0, 1)))
+	crashed.c.Close()
+	require.Eventually(t, func() bool { return len(b.Server.Core().Consumers().Clients("g")) == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, 2, held("C"), "expiry governs after a drop")
 }
