@@ -71,6 +71,7 @@ type entry struct {
 	Kind     kind
 	At       time.Time // the leader's clock when it proposed the entry
 	Msgs     []*store.Message
+	Split    []int // kindProduce: sizes of the producers' batches Msgs joins (nil = one batch)
 	Commits  []commitItem
 	Progress []byte // kindDeliver: the scheduler's encoded progress after the delivery
 	Prev     []byte // kindDeliver: the progress the delivery starts from (compare-and-set)
@@ -90,6 +91,10 @@ func encodeEntry(e *entry) []byte {
 	case kindProduce, kindDeliver, kindProgress:
 		b = appendBytes(b, e.Progress)
 		b = appendBytes(b, e.Prev)
+		b = binary.AppendUvarint(b, uint64(len(e.Split)))
+		for _, n := range e.Split {
+			b = binary.AppendUvarint(b, uint64(n))
+		}
 		b = binary.AppendUvarint(b, uint64(len(e.Msgs)))
 		for _, m := range e.Msgs {
 			b = appendMsg(b, m)
@@ -121,6 +126,12 @@ func decodeEntry(b []byte) (*entry, error) {
 	case kindProduce, kindDeliver, kindProgress:
 		e.Progress = d.bytes()
 		e.Prev = d.bytes()
+		if k := d.count(); k > 0 {
+			e.Split = make([]int, 0, k)
+			for i := 0; i < k && d.err == nil; i++ {
+				e.Split = append(e.Split, int(min(d.uvarint(), maxEntryItems)))
+			}
+		}
 		n := d.count()
 		for i := 0; i < n && d.err == nil; i++ {
 			e.Msgs = append(e.Msgs, d.msg())

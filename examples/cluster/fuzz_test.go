@@ -38,19 +38,3 @@ func FuzzDecodeEntry(f *testing.F) {
 		require.Equal(t, e, again)
 	})
 }
-
-// The level progress carried in deliveries (for a scheduler without
-// ProgressLog) decodes or is refused.
-func FuzzDecodeLevels(f *testing.F) {
-	f.Add(encodeLevels(map[int]int64{1: 5, 2: 0, 18: 1 << 40}))
-	f.Add([]byte("BCSP"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := decodeLevels(b)
-		if err != nil {
-			return
-		}
-		q, err := decodeLevels(encodeLevels(p))
-		require.NoError(t, err)
-		require.Equal(t, p, q)
-	})
-}

@@ -31,9 +31,9 @@ type tcluster struct {
 }
 
 func fastConfig(c *Config) {
-	c.HeartbeatTimeout = 100 * time.Millisecond
-	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimout = 50 * time.Millisecond
+	c.HeartbeatTimeout = 250 * time.Millisecond
+	c.ElectionTimeout = 250 * time.Millisecond
+	c.LeaderLeaseTimout = 125 * time.Millisecond
 	c.ApplyTimeout = 2 * time.Second
 	c.ScheduleTick = 10 * time.Millisecond
 	c.CommitEvery = 20 * time.Millisecond

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore/pop"
+	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -22,6 +23,8 @@ import (
 //	POST /pop              {"group","topic","queue","max","invisible_ms","poll_ms","filter"}
 //	POST /ack              {"handle"}
 //	POST /change-invisible {"handle","invisible_ms"}
+//	POST /produce          {…,"deliver_at_ms"}  a timer (one message)
+//	POST /cancel           {"uniq_key"}          cancel a pending timer
 //	POST /members          {"id","raft_addr","http_addr"}   add a voter
 //	POST /members/remove   {"id"}
 //	GET  /read?topic=&queue=&offset=&max=
@@ -32,6 +35,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST /pop", n.leaderOnly(n.handlePop))
 	mux.HandleFunc("POST /ack", n.leaderOnly(n.handleAck))
 	mux.HandleFunc("POST /change-invisible", n.leaderOnly(n.handleChangeInvisible))
+	mux.HandleFunc("POST /cancel", n.leaderOnly(n.handleCancel))
 	mux.HandleFunc("POST /members", n.leaderOnly(n.handleAddMember))
 	mux.HandleFunc("POST /members/remove", n.leaderOnly(n.handleRemoveMember))
 	mux.HandleFunc("GET /read", n.handleRead)
@@ -79,6 +83,7 @@ type produceReq struct {
 	Queue      int       `json:"queue"`
 	Messages   []msgJSON `json:"messages"`
 	DelayLevel int       `json:"delay_level,omitempty"`
+	DeliverAt  int64     `json:"deliver_at_ms,omitempty"` // Unix ms: a timer
 }
 
 func (n *Node) handleProduce(w http.ResponseWriter, r *http.Request) {
@@ -94,8 +99,15 @@ func (n *Node) handleProduce(w http.ResponseWriter, r *http.Request) {
 	var out []*store.Message
 	var err error
 	switch {
-	case req.DelayLevel != 0 && len(msgs) != 1:
+	case (req.DelayLevel != 0 || req.DeliverAt != 0) && len(msgs) != 1:
 		err = fmt.Errorf("a delayed produce carries exactly one message: %w", ErrInvalid)
+	case req.DelayLevel != 0 && req.DeliverAt != 0:
+		err = fmt.Errorf("delay_level or deliver_at_ms, not both: %w", ErrInvalid)
+	case req.DeliverAt != 0:
+		var m *store.Message
+		if m, err = n.ProduceAt(msgs[0], time.UnixMilli(req.DeliverAt)); err == nil {
+			out = []*store.Message{m}
+		}
 	case req.DelayLevel != 0:
 		var m *store.Message
 		if m, err = n.ProduceDelayed(msgs[0], req.DelayLevel); err == nil {
@@ -188,6 +200,20 @@ func (n *Node) handleChangeInvisible(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"handle": h})
 }
 
+func (n *Node) handleCancel(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		UniqKey string `json:"uniq_key"`
+	}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if err := n.CancelTimer(req.UniqKey); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
 type memberReq struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
@@ -262,13 +288,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // statusOf maps an error to its HTTP status.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, ErrInvalid), errors.Is(err, store.ErrInvalid), errors.Is(err, pop.ErrInvalid),
+	case errors.Is(err, ErrInvalid), errors.Is(err, store.ErrInvalid), errors.Is(err, pop.ErrInvalid), errors.Is(err, schedule.ErrInvalid),
 		errors.Is(err, pop.ErrBadHandle), errors.Is(err, store.ErrOffsetTooSmall):
 		return http.StatusBadRequest
 	case errors.Is(err, pop.ErrStaleHandle), errors.Is(err, ErrStaleEpoch),
-		errors.Is(err, ErrDuplicateMember), errors.Is(err, ErrLastVoter):
+		errors.Is(err, ErrDuplicateMember), errors.Is(err, ErrLastVoter),
+		errors.Is(err, schedule.ErrDelivered), errors.Is(err, schedule.ErrCancelled):
 		return http.StatusConflict
-	case errors.Is(err, ErrUnknownMember):
+	case errors.Is(err, ErrUnknownMember), errors.Is(err, schedule.ErrTimerNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, ErrUnreachable):
 		return http.StatusBadGateway

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/brokercore/brokercore"
@@ -76,7 +74,7 @@ func (n *Node) endTerm(reason string) {
 	if t == nil {
 		return
 	}
-	if err := t.sched.Stop(); err != nil {
+	if err := t.sched.Close(); err != nil {
 		n.log.Warn("cluster: scheduler stop", "err", err)
 	}
 	_ = t.pop.Close()
@@ -94,20 +92,15 @@ func (n *Node) services() (*leaderTerm, error) {
 	return n.term, nil
 }
 
+// newScheduler builds the term's scheduler over the raft-backed log. No
+// ProgressPath: progress lives in the replicated state (ProgressLog), and
+// the timer index is rebuilt from the log by New, as a new leader must.
 func (n *Node) newScheduler(sl *schedLog) (*schedule.Scheduler, error) {
-	path := filepath.Join(n.cfg.Dir, "schedule", "progress")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	if err := sl.prepare(path); err != nil {
-		return nil, err
-	}
 	return schedule.New(sl, schedule.Options{
-		Levels:       n.cfg.Levels,
-		ProgressPath: path,
-		Now:          n.cfg.Now,
-		Logger:       n.log,
-		Tick:         n.cfg.ScheduleTick,
+		Levels: n.cfg.Levels,
+		Now:    n.cfg.Now,
+		Logger: n.log,
+		Tick:   n.cfg.ScheduleTick,
 	})
 }
 
@@ -170,6 +163,34 @@ func (n *Node) ProduceDelayed(m *store.Message, level int) (*store.Message, erro
 		return nil, err
 	}
 	return out[0], nil
+}
+
+// ProduceAt appends m as a timer through raft; the leader's scheduler
+// delivers it to its topic at t (never before).
+func (n *Node) ProduceAt(m *store.Message, at time.Time) (*store.Message, error) {
+	t, err := n.services()
+	if err != nil {
+		return nil, err
+	}
+	d, err := t.sched.At(m, at)
+	if err != nil {
+		return nil, fmt.Errorf("produce at: %v: %w", err, ErrInvalid)
+	}
+	out, err := n.Produce(d)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// CancelTimer cancels a pending timer by its UNIQ_KEY; the cancel is part
+// of the replicated scheduler progress.
+func (n *Node) CancelTimer(uniqKey string) error {
+	t, err := n.services()
+	if err != nil {
+		return err
+	}
+	return t.sched.Cancel(uniqKey)
 }
 
 // FlushOffsets commits the acknowledged offsets now (a graceful handover).

@@ -33,6 +33,7 @@ type Node struct {
 	bolt  *raftboltdb.BoltStore
 	trans raft.Transport
 	id    identity
+	batch batcher
 
 	notify  chan bool
 	kick    chan struct{} // requestRebuild wakes the leader loop
@@ -64,6 +65,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), id: id,
 		notify: make(chan bool, 64), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	n.batch.n = n
 	n.fsm = newFSM(nil, n.log)
 	st, err := store.Open(filepath.Join(cfg.Dir, "store"), store.Options{
 		// raft's log is fsynced before an entry commits and is replayed
@@ -158,8 +160,9 @@ func (n *Node) Close() error {
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
 		}
-		if c, ok := n.trans.(io.Closer); ok && n.cfg.Transport == nil {
-			_ = c.Close()
+		if nt, ok := n.trans.(*raft.NetworkTransport); ok && n.cfg.Transport == nil {
+			nt.CloseStreams() // pooled connections: the peers' handlers end
+			_ = nt.Close()
 		}
 		errs = append(errs, n.bolt.Close(), n.st.Close())
 		n.closeErr = errors.Join(errs...)
@@ -343,12 +346,12 @@ func (n *Node) Produce(msgs ...*store.Message) ([]*store.Message, error) {
 		n.log.Debug("cluster: produce rejected", "err", err)
 		return nil, fmt.Errorf("produce: %w", err)
 	}
-	res, err := n.apply(&entry{Kind: kindProduce, Msgs: msgs})
+	out, err := n.batch.produce(msgs)
 	if err != nil {
 		n.log.Debug("cluster: produce not acknowledged", "err", err)
 		return nil, fmt.Errorf("produce: %w", err)
 	}
-	return res.msgs, nil
+	return out, nil
 }
 
 // Read reads the local replica (any node; a follower may lag).
@@ -357,10 +360,11 @@ func (n *Node) Read(topic string, queueID int, offset int64, max int) ([]*store.
 }
 
 // ReadLinearizable reads on the leader so that the answer reflects every
-// produce acknowledged before the call: a barrier makes this node apply
-// everything committed so far, the local read follows, and a final check
-// that a majority still follows this node rules out a newer leader having
-// acknowledged something meanwhile.
+// produce acknowledged before the call: a barrier entry is committed in
+// this leader's term (which a newer leader's log must then hold before
+// anything it acknowledges) and applied here before the local read. (Not
+// raft's VerifyLeader: its future can stay unanswered when the leader
+// shuts down mid-verification.)
 func (n *Node) ReadLinearizable(topic string, queueID int, offset int64, max int) ([]*store.Message, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, n.notLeader()
@@ -368,14 +372,7 @@ func (n *Node) ReadLinearizable(topic string, queueID int, offset int64, max int
 	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
 		return nil, fmt.Errorf("read: barrier: %v: %w", err, ErrNotLeader)
 	}
-	msgs, err := n.st.Read(topic, queueID, offset, max)
-	if err != nil {
-		return nil, err
-	}
-	if err := n.raft.VerifyLeader().Error(); err != nil {
-		return nil, fmt.Errorf("read: %v: %w", err, ErrNotLeader)
-	}
-	return msgs, nil
+	return n.st.Read(topic, queueID, offset, max)
 }
 
 // Status is what /status reports.

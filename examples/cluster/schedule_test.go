@@ -50,6 +50,23 @@ func produceDelayed(t testing.TB, c *tcluster, body string, level int) {
 	}
 }
 
+// produceTimer is produceDelayed for a timer (At).
+func produceTimer(t testing.TB, c *tcluster, body string, at time.Time) {
+	t.Helper()
+	for i := 0; ; i++ {
+		l := c.leader()
+		_, err := l.ProduceAt(msg("real", 0, body), at)
+		if err == nil {
+			return
+		}
+		require.Less(t, i, 20, "timer produce of %s keeps failing: %v", body, err)
+		c.waitConverged()
+		if bodiesIn(t, c.leader(), schedule.TimerTopic, 0)[body] > 0 {
+			return
+		}
+	}
+}
+
 func bodiesIn(t testing.TB, n *Node, topic string, queue int) map[string]int {
 	t.Helper()
 	out := map[string]int{}
@@ -117,6 +134,9 @@ func TestDelayedMessagesDeliveredOnceAcrossLeaderFlapsAndFullRestart(t *testing.
 			produceDelayed(t, c, fmt.Sprintf("r%d-m%d", i, j), 1+j%3)
 			want++
 		}
+		// and timers, due a little later than now
+		produceTimer(t, c, fmt.Sprintf("r%d-timer", i), clock.Now().Add(time.Duration(300+i*37%900)*time.Millisecond))
+		want++
 		clock.Advance(700 * time.Millisecond) // earlier rounds come due meanwhile
 		time.Sleep(5 * time.Millisecond)      // let a delivery be in flight
 		flap(t, c, i)
@@ -151,8 +171,12 @@ func requireOnce(t testing.TB, c *tcluster, want int) {
 	t.Helper()
 	for _, n := range c.live() {
 		src := 0
+		sources := []map[string]int{bodiesIn(t, n, schedule.TimerTopic, 0)}
 		for q := 0; q < 3; q++ {
-			for b, k := range bodiesIn(t, n, schedule.Topic, q) {
+			sources = append(sources, bodiesIn(t, n, schedule.Topic, q))
+		}
+		for _, m := range sources {
+			for b, k := range m {
 				require.Equal(t, 1, k, "node %s: source %s produced %d times", n.ID(), b, k)
 				src++
 			}
@@ -179,4 +203,25 @@ func TestDelayedMessageNotDeliveredEarlyAfterFailover(t *testing.T) {
 	require.Empty(t, bodies(t, l, "real"))
 	clock.Advance(time.Second)
 	require.Eventually(t, func() bool { return bodies(t, l, "real")["x"] == 1 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// A cancel is part of the replicated progress: a new leader does not
+// deliver a timer cancelled under the old one, and delivers the others.
+func TestTimerCancelledOnOneLeaderStaysCancelledOnTheNext(t *testing.T) {
+	clock := testkit.NewClock(time.Unix(1_700_000_000, 0))
+	c := newCluster(t, 3, func(cfg *Config) { cfg.Now = clock.Now })
+	l := c.leader()
+	keep, err := l.ProduceAt(msg("real", 0, "keep"), clock.Now().Add(time.Minute))
+	require.NoError(t, err)
+	drop, err := l.ProduceAt(msg("real", 0, "drop"), clock.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.NotEqual(t, keep.Properties[schedule.PropUniqKey], drop.Properties[schedule.PropUniqKey])
+	require.NoError(t, l.CancelTimer(drop.Properties[schedule.PropUniqKey]))
+	c.kill(l.ID())
+	nl := c.leader()
+	clock.Advance(2 * time.Minute)
+	require.Eventually(t, func() bool { return bodies(t, nl, "real")["keep"] == 1 }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(20 * nl.cfg.ScheduleTick)
+	require.Equal(t, map[string]int{"keep": 1}, bodies(t, nl, "real"))
+	require.ErrorIs(t, nl.CancelTimer(drop.Properties[schedule.PropUniqKey]), schedule.ErrCancelled)
 }
