@@ -41,6 +41,9 @@ var errorTable = []struct {
 	{store.ErrOffsetTooSmall, http.StatusBadRequest, "offset_too_small"},
 	{store.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
 	{pop.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
+	{schedule.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
+	{consumer.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
+	{lock.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
 }
 
 var (

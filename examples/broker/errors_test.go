@@ -8,8 +8,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/brokercore/brokercore/consumer"
+	"github.com/brokercore/brokercore/lock"
 	"github.com/brokercore/brokercore/offset"
 	"github.com/brokercore/brokercore/pop"
+	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -32,6 +35,11 @@ func TestPackageErrorsMapToTheDocumentedStatus(t *testing.T) {
 		{offset.ErrStaleEpoch, http.StatusConflict, "stale_epoch"},
 		{store.ErrInvalid, http.StatusBadRequest, "bad_request"},
 		{store.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
+		{schedule.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
+		{consumer.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
+		{lock.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
+		{schedule.ErrTimerNotFound, http.StatusNotFound, "unknown_timer"},
+		{offset.ErrBeyondEnd, http.StatusBadRequest, "bad_request"},
 		{store.ErrFailed, http.StatusInternalServerError, "internal"},
 		{badField("max", "too big"), http.StatusBadRequest, "bad_request"},
 	} {

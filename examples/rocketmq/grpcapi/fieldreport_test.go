@@ -160,6 +160,8 @@ func TestFieldReportFIFORetryWithSameAttemptIDGetsSameBatchUnderLockContention(t
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []int32{1}, consumed)
+	st := b.Pop().Stats()
+	t.Logf("retry took %v; pops %d, lock contended %d, FIFO retries queued for the lock %d", proxy.retryTook, st.Pops, st.LockContended, st.LockWaits)
 }
 
 // TestFieldReportConcurrentSameAttemptIDReceivesAllGetTheBatch is the

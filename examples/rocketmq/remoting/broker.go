@@ -138,7 +138,7 @@ func (b *Broker) Serve(ctx context.Context, c *Conn, req *Command) *Command {
 	case CodeLockBatchMQ:
 		resp = b.lockBatch(req)
 	case CodeUnlockBatchMQ:
-		resp = b.unlockBatch(req)
+		resp = b.unlockBatch(c, req)
 	case CodeConsumerSendMsgBack:
 		resp = b.sendBack(req)
 	default:
@@ -196,6 +196,7 @@ func (b *Broker) ConnClosed(c *Conn) {
 	b.connMu.Lock()
 	delete(b.conns, c.ID())
 	b.connMu.Unlock()
+	b.releaseOnShutdown(c)
 	if groups := b.core.Consumers().ChannelClosed(c.ID()); len(groups) > 0 {
 		b.log.Info("channel closed", "channel", c.ID(), "client", clientIDOf(c), "groups", groups)
 	}

@@ -2,6 +2,10 @@ package remoting_test
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +13,8 @@ import (
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
+	"github.com/brokercore/brokercore/internal/testkit"
+	"github.com/brokercore/brokercore/lock"
 	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/require"
 )
@@ -284,4 +290,126 @@ func TestLockBatchHoldsRenewsAndRefusesOthers(t *testing.T) {
 	resp = rc.call(req(remoting.CodeLockBatchMQ, nil, body("B")))
 	require.NoError(t, json.Unmarshal(resp.Body, &out))
 	require.Len(t, out.MQs, 2, "free after A's unlock")
+}
+
+func TestLogLinesForConnectionsAndRejectedRequests(t *testing.T) {
+	var buf testkit.LogBuffer
+	b := rmqtest.StartConfig(t, server.Config{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	rc := dial(t, b.Broker)
+	rc.call(sendReq("bad topic", 0, "x"))
+	rc.c.Close()
+	require.Eventually(t, func() bool { return strings.Contains(buf.String(), "connection closed") }, 5*time.Second, 10*time.Millisecond)
+	out := buf.String()
+	require.Contains(t, out, `msg="connection opened" server=broker client=127.0.0.1:`)
+	require.Contains(t, out, `msg="rejected request" server=broker code=10 response=1 client=127.0.0.1:`)
+	require.Contains(t, out, `topic="bad topic"`)
+	require.Contains(t, out, `msg="connection closed" server=broker client=127.0.0.1:`)
+}
+
+// An admin reset wakes a parked long poll with PULL_OFFSET_MOVED to the
+// reset offset; the connection's commits are refused until it reads the
+// offset again, so its old position cannot overwrite the reset — across
+// repeated resets too.
+func TestResetFencesConnectionUntilItQueriesAgain(t *testing.T) {
+	b := rmqtest.Start(t)
+	rc := dial(t, b.Broker)
+	for i := 0; i < 10; i++ {
+		require.Equal(t, remoting.Success, rc.call(sendReq("t", 0, "m")).Code)
+	}
+	query := req(remoting.CodeQueryConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "t", "queueId": "0"}, nil)
+	commit := func(off string) *remoting.Command {
+		return rc.call(req(remoting.CodeUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "t",
+			"queueId": "0", "commitOffset": off}, nil))
+	}
+	rc.call(query)
+	require.Equal(t, remoting.Success, commit("10").Code)
+	offs := b.Server.Core().Offsets()
+	for round, to := range []int64{3, 5} {
+		op := rc.send(pullReq("t", "10", "20000")) // parked at the end
+		time.Sleep(50 * time.Millisecond)
+		code, body := postReset(t, b.Metrics, to)
+		require.Equal(t, 200, code, body)
+		resp, err := rc.read(5 * time.Second)
+		require.NoError(t, err)
+		require.Equal(t, op, resp.Opaque)
+		require.Equal(t, remoting.PullOffsetMoved, resp.Code, "round %d", round)
+		require.Equal(t, i64s(to), resp.ExtFields["nextBeginOffset"])
+		// The stale position is refused, in an update and riding in a pull.
+		require.Equal(t, remoting.SystemError, commit("10").Code)
+		p := pullReq("t", "10", "0")
+		p.ExtFields["sysFlag"] = "1"
+		p.ExtFields["commitOffset"] = "10"
+		require.Equal(t, remoting.PullOffsetMoved, rc.call(p).Code)
+		got, _ := offs.Committed("g", "t", 0)
+		require.Equal(t, to, got, "the reset stands")
+		// Reading the offset again brings the connection up to date.
+		resp = rc.call(query)
+		require.Equal(t, i64s(to), resp.ExtFields["offset"])
+		require.Equal(t, remoting.Success, commit(i64s(to+1)).Code)
+		got, _ = offs.Committed("g", "t", 0)
+		require.Equal(t, to+1, got)
+		require.Equal(t, remoting.Success, commit("10").Code)
+	}
+	require.Equal(t, uint64(4), b.Server.Broker().Stats().StaleCommits)
+}
+
+func i64s(n int64) string { return strconv.FormatInt(n, 10) }
+
+func postReset(t *testing.T, metrics string, to int64) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://"+metrics+"/admin/reset?group=g&topic=t&queue=0&offset="+i64s(to), "", nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// A client that unlocks (Shutdown) and then disconnects releases every lease
+// it still has in the group — also the queues it gave up at a rebalance
+// without unlocking; one that just disconnects releases nothing.
+func TestUnlockThenCloseReleasesAllLeasesButADropReleasesNone(t *testing.T) {
+	b := rmqtest.Start(t)
+	_, err := b.Server.Topics().Ensure("t", 4)
+	require.NoError(t, err)
+	hb := func(client string) []byte {
+		return []byte(`{"clientID":"` + client + `","consumerDataSet":[{"groupName":"g","consumeType":"CONSUME_PASSIVELY",` +
+			`"messageModel":"CLUSTERING","subscriptionDataSet":[{"topic":"t","subString":"*","subVersion":1}]}]}`)
+	}
+	mq := func(client string, qs ...int) []byte {
+		s := `{"consumerGroup":"g","clientId":"` + client + `","mqSet":[`
+		for i, q := range qs {
+			if i > 0 {
+				s += ","
+			}
+			s += `{"topic":"t","brokerName":"broker-a","queueId":` + strconv.Itoa(q) + `}`
+		}
+		return []byte(s + "]}")
+	}
+	held := func(client string) int {
+		n := 0
+		for q := 0; q < 4; q++ {
+			if l, ok := b.Server.Core().Locks().Holder("g", lock.Queue{Topic: "t", Broker: "broker-a", QueueID: q}); ok && l.ClientID == client {
+				n++
+			}
+		}
+		return n
+	}
+	other := dial(t, b.Broker) // keeps the group alive
+	other.call(req(remoting.CodeHeartbeat, nil, hb("B")))
+
+	graceful := dial(t, b.Broker)
+	graceful.call(req(remoting.CodeHeartbeat, nil, hb("A")))
+	graceful.call(req(remoting.CodeLockBatchMQ, nil, mq("A", 0, 1, 2, 3)))
+	require.Equal(t, 4, held("A"))
+	graceful.call(req(remoting.CodeUnlockBatchMQ, nil, mq("A", 0))) // it holds only queue 0 by now
+	require.Equal(t, 3, held("A"))
+	graceful.c.Close()
+	require.Eventually(t, func() bool { return held("A") == 0 }, 5*time.Second, 10*time.Millisecond)
+
+	crashed := dial(t, b.Broker)
+	crashed.call(req(remoting.CodeHeartbeat, nil, hb("C")))
+	crashed.call(req(remoting.CodeLockBatchMQ, nil, mq("C", 0, 1)))
+	crashed.c.Close()
+	require.Eventually(t, func() bool { return len(b.Server.Core().Consumers().Clients("g")) == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, 2, held("C"), "expiry governs after a drop")
 }

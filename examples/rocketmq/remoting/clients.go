@@ -313,7 +313,7 @@ func (b *Broker) lockBatch(req *Command) *Command {
 	return resp
 }
 
-func (b *Broker) unlockBatch(req *Command) *Command {
+func (b *Broker) unlockBatch(c *Conn, req *Command) *Command {
 	lb, qs, bad := b.decodeLock(req)
 	if bad != nil {
 		return bad
@@ -321,5 +321,57 @@ func (b *Broker) unlockBatch(req *Command) *Command {
 	// The freed queues go to another member when this one's connection
 	// closes (the client unlocks at Shutdown, then disconnects).
 	b.core.Locks().UnlockBatch(lb.ConsumerGroup, qs, lb.ClientID)
+	b.markShutdown(c, lb, qs)
 	return NewResponse(req, Success, "")
+}
+
+// The official client sends UNLOCK_BATCH_MQ only from Shutdown, and only
+// for the queues it holds at that moment: queues it gave up at a rebalance
+// stay leased to it until they expire. An unlock followed by the close of
+// the same connection is therefore a graceful shutdown, and the close
+// releases every lease the client still has in that group, so the other
+// members take all of its queues at once. A connection that just drops
+// (kill -9, a network cut) releases nothing: expiry governs.
+type shutdownMark struct {
+	mu     sync.Mutex
+	groups map[string]shutdownOf // group -> who unlocked, on which broker name
+}
+
+type shutdownOf struct{ clientID, broker string }
+
+func (b *Broker) markShutdown(c *Conn, lb lockBody, qs []lock.Queue) {
+	m := c.Value("shutdown", func() any { return &shutdownMark{groups: map[string]shutdownOf{}} }).(*shutdownMark)
+	broker := b.opts.BrokerName
+	if len(qs) > 0 && qs[0].Broker != "" {
+		broker = qs[0].Broker
+	}
+	m.mu.Lock()
+	m.groups[lb.ConsumerGroup] = shutdownOf{lb.ClientID, broker}
+	m.mu.Unlock()
+}
+
+// releaseOnShutdown frees the leases of a connection that unlocked before
+// closing. It runs before the member leaves the registry, while its
+// group's subscriptions are still there.
+func (b *Broker) releaseOnShutdown(c *Conn) {
+	m, ok := c.Value("shutdown", nil).(*shutdownMark)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for group, who := range m.groups {
+		freed := 0
+		for _, sub := range b.core.Consumers().Subscriptions(group) {
+			n, _ := b.topics.Queues(sub.Topic)
+			for q := 0; q < n; q++ {
+				if b.core.Locks().Unlock(group, lock.Queue{Topic: sub.Topic, Broker: who.broker, QueueID: q}, who.clientID) {
+					freed++
+				}
+			}
+		}
+		if freed > 0 {
+			b.log.Info("graceful shutdown released leases", "group", group, "client", who.clientID, "queues", freed)
+		}
+	}
 }
