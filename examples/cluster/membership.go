@@ -41,7 +41,12 @@ func (n *Node) AddMember(id, raftAddr, httpAddr string) error {
 		n.log.Debug("cluster: membership change refused", "err", err)
 		return err
 	}
-	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), cf.Index(), n.cfg.ApplyTimeout).Error(); err != nil {
+	if !n.enter() {
+		return ErrClosed
+	}
+	err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), cf.Index(), n.cfg.ApplyTimeout).Error()
+	n.leave()
+	if err != nil {
 		return fmt.Errorf("add member %s: %v: %w", id, err, ErrNotCommitted)
 	}
 	if httpAddr != "" {
@@ -78,7 +83,12 @@ func (n *Node) RemoveMember(id string) error {
 	if voter && voters == 1 {
 		return fmt.Errorf("remove member %q: it is the only voter: %w", id, ErrLastVoter)
 	}
-	if err := n.raft.RemoveServer(raft.ServerID(id), cf.Index(), n.cfg.ApplyTimeout).Error(); err != nil {
+	if !n.enter() {
+		return ErrClosed
+	}
+	err := n.raft.RemoveServer(raft.ServerID(id), cf.Index(), n.cfg.ApplyTimeout).Error()
+	n.leave()
+	if err != nil {
 		return fmt.Errorf("remove member %s: %v: %w", id, err, ErrNotCommitted)
 	}
 	if id != n.cfg.ID && n.raft.State() == raft.Leader {

@@ -44,8 +44,48 @@ type Node struct {
 	termMu sync.RWMutex
 	term   *leaderTerm // non-nil while this node leads and its services run
 
+	// Calls waiting on a raft future are counted: raft does not answer a
+	// future still queued when it shuts down, so Close lets every waiter
+	// finish (raft answers it while running: committed, not leader, or
+	// leadership lost) before it shuts raft down, and refuses new ones.
+	gateMu   sync.Mutex
+	gateCond *sync.Cond
+	inflight int
+	closing  bool
+
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// enter admits a call that will wait on a raft future; false once Close
+// began.
+func (n *Node) enter() bool {
+	n.gateMu.Lock()
+	defer n.gateMu.Unlock()
+	if n.closing {
+		return false
+	}
+	n.inflight++
+	return true
+}
+
+func (n *Node) leave() {
+	n.gateMu.Lock()
+	n.inflight--
+	if n.inflight == 0 {
+		n.gateCond.Broadcast()
+	}
+	n.gateMu.Unlock()
+}
+
+// drain refuses new raft waits and waits for the running ones.
+func (n *Node) drain() {
+	n.gateMu.Lock()
+	n.closing = true
+	for n.inflight > 0 {
+		n.gateCond.Wait()
+	}
+	n.gateMu.Unlock()
 }
 
 // Open starts a node on cfg.Dir. A directory of another node or cluster is
@@ -66,6 +106,7 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), id: id,
 		notify: make(chan bool, 64), kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	n.batch.n = n
+	n.gateCond = sync.NewCond(&n.gateMu)
 	n.fsm = newFSM(nil, n.log)
 	st, err := store.Open(filepath.Join(cfg.Dir, "store"), store.Options{
 		// raft's log is fsynced before an entry commits and is replayed
@@ -155,6 +196,7 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
 		n.wg.Wait()
+		n.drain()
 		n.endTerm("close")
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
@@ -226,7 +268,7 @@ func (n *Node) reconcile() {
 	term := n.raft.CurrentTerm()
 	// Everything committed by earlier leaders must be applied here before
 	// consumption or the scheduler start from the replicated state.
-	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+	if err := n.barrier(); err != nil {
 		n.log.Warn("cluster: barrier as new leader failed, will retry", "err", err)
 		return
 	}
@@ -237,6 +279,18 @@ func (n *Node) reconcile() {
 	if err := n.beginTerm(term); err != nil {
 		n.log.Error("cluster: leader services did not start, will retry", "err", err)
 	}
+}
+
+// barrier waits until everything committed so far is applied here.
+func (n *Node) barrier() error {
+	if !n.enter() {
+		return ErrClosed
+	}
+	defer n.leave()
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("%v: %w", err, ErrNotLeader)
+	}
+	return nil
 }
 
 // requestRebuild asks the leader loop to rebuild the leader services.
@@ -306,6 +360,10 @@ func randomID() string {
 // answers ErrNotLeader at once on a follower, so nothing is proposed (nor
 // applied locally) outside raft.
 func (n *Node) apply(e *entry) (applyResult, error) {
+	if !n.enter() {
+		return applyResult{}, fmt.Errorf("%s entry: %w", e.Kind, ErrClosed)
+	}
+	defer n.leave()
 	if n.raft.State() != raft.Leader {
 		return applyResult{}, n.notLeader()
 	}
@@ -369,8 +427,8 @@ func (n *Node) ReadLinearizable(topic string, queueID int, offset int64, max int
 	if n.raft.State() != raft.Leader {
 		return nil, n.notLeader()
 	}
-	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
-		return nil, fmt.Errorf("read: barrier: %v: %w", err, ErrNotLeader)
+	if err := n.barrier(); err != nil {
+		return nil, fmt.Errorf("read: barrier: %w", err)
 	}
 	return n.st.Read(topic, queueID, offset, max)
 }
