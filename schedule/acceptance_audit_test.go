@@ -136,6 +136,12 @@ func TestAuditTimerPastDeliversAtOnce(t *testing.T) {
 	e.at(s, "real", "late", audT0.Add(-time.Hour))
 	e.waitCount("real", 1)
 	assert.Equal(t, []string{"late"}, e.bodies("real"))
+
+	// also on a clock that is not on a millisecond, without moving it
+	e.clk.Set(audT0.Add(time.Second + 700*time.Microsecond))
+	e.at(s, "real", "late2", audT0)
+	e.waitCount("real", 2)
+	assert.Equal(t, []string{"late", "late2"}, e.bodies("real"))
 }
 
 func TestAuditTimerOneYearLimit(t *testing.T) {
