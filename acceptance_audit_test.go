@@ -285,8 +285,9 @@ func TestAuditBrokerCloseIdempotentAndClosed(t *testing.T) {
 
 	// The scheduler must not come back to life over a closed store.
 	err = b.Scheduler().Start()
-	require.Error(t, err, "Start after the broker's Close must fail")
+	require.ErrorIs(t, err, schedule.ErrClosed, "Start after the broker's Close must fail")
 	_ = b.Scheduler().Stop()
+	require.ErrorIs(t, b.Scheduler().Cancel("any"), schedule.ErrClosed)
 }
 
 // Options.Now and Options.Logger reach every piece whose own is nil.
@@ -411,5 +412,3 @@ func TestAuditOffsetBeyondEndRefusedByCommitAndReset(t *testing.T) {
 	_, err := offs.Reset("g", "orders", 0, 5)
 	require.NoError(t, err)
 }
-
-var _ = schedule.TimerTopic

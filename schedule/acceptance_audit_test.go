@@ -315,3 +315,15 @@ func TestAuditZeroOptionsNoDoubleDelivery(t *testing.T) {
 	e.sync(s3)
 	assert.Equal(t, []string{"t0", "t1"}, e.bodies("real"))
 }
+
+// Over a closed store the scheduler starts nothing and Cancel refuses.
+func TestAuditSchedulerOverClosedStore(t *testing.T) {
+	e := audNewEnv(t)
+	s := e.scheduler()
+	m := e.at(s, "real", "x", audT0.Add(time.Hour))
+	require.NoError(t, e.st.Close())
+	require.ErrorIs(t, s.Start(), schedule.ErrClosed)
+	assert.False(t, s.Stats().Running)
+	assert.ErrorIs(t, s.Cancel(m.Properties[schedule.PropUniqKey]), schedule.ErrClosed)
+	require.NoError(t, s.Stop())
+}
