@@ -22,6 +22,10 @@ func (s *Scheduler) Cancel(uniqKey string) error {
 		s.log.Debug("schedule: cancel rejected", "reason", "empty key")
 		return fmt.Errorf("cancel: empty key: %w", ErrInvalid)
 	}
+	if s.logClosed() {
+		s.log.Debug("schedule: cancel rejected", "key", uniqKey, "err", ErrClosed)
+		return fmt.Errorf("cancel %q: %w", uniqKey, ErrClosed)
+	}
 	t := s.timers
 	t.mu.Lock()
 	defer t.mu.Unlock()

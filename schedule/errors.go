@@ -23,3 +23,8 @@ var ErrCancelled = errors.New("schedule: timer already cancelled")
 // ErrTimerNotFound is Cancel's answer for a key no timer in the log has (or
 // one delivered more than KeepDelivered ago, or removed by retention).
 var ErrTimerNotFound = errors.New("schedule: no timer with this key")
+
+// ErrClosed is Start's and Cancel's answer once the Log has been closed,
+// for a Log with a Done() <-chan struct{} channel (as *store.Store has):
+// a scheduler started over a closed log would run loops nobody stops.
+var ErrClosed = errors.New("schedule: log closed")
