@@ -327,3 +327,166 @@ func TestAuditSchedulerOverClosedStore(t *testing.T) {
 	assert.ErrorIs(t, s.Cancel(m.Properties[schedule.PropUniqKey]), schedule.ErrClosed)
 	require.NoError(t, s.Stop())
 }
+
+// audFlakyLog fails every third append that carries a delivery and makes
+// every delivery slow, so that Stop often lands in the middle of one.
+type audFlakyLog struct {
+	*store.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (l *audFlakyLog) Append(msgs ...*store.Message) error {
+	delivery := false
+	for _, m := range msgs {
+		if m.Topic == "real" {
+			delivery = true
+		}
+	}
+	if delivery {
+		l.mu.Lock()
+		l.n++
+		fail := l.n%3 == 0
+		l.mu.Unlock()
+		time.Sleep(200 * time.Microsecond)
+		if fail {
+			return fmt.Errorf("audit: injected append failure")
+		}
+	}
+	return l.Store.Append(msgs...)
+}
+
+// Exactly once with slow and failing appends under flaps, in both progress
+// modes (file and log).
+func TestAuditTimerExactlyOnceFlakyAppendsAndFlaps(t *testing.T) {
+	for _, mode := range []string{"file", "log"} {
+		t.Run(mode, func(t *testing.T) {
+			e := audNewEnv(t)
+			if mode == "log" {
+				e.opts.ProgressPath = ""
+			}
+			e.opts.MaxBatch = 7
+			fl := &audFlakyLog{Store: e.st}
+			newS := func() *schedule.Scheduler {
+				s, err := schedule.New(fl, e.opts)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = s.Stop() })
+				return s
+			}
+			s := newS()
+			const n = 200
+			for i := 0; i < n; i++ {
+				e.at(s, "real", fmt.Sprint(i), audT0.Add(time.Duration(i%50)*time.Second))
+			}
+			var wg sync.WaitGroup
+			for w := 0; w < 2; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < 30; i++ {
+						_ = s.Start()
+						time.Sleep(500 * time.Microsecond)
+						_ = s.Stop()
+					}
+				}()
+			}
+			for i := 0; i < 30; i++ {
+				e.clk.Advance(2 * time.Second)
+				time.Sleep(500 * time.Microsecond)
+			}
+			wg.Wait()
+			require.NoError(t, s.Stop())
+			s2 := newS()
+			require.NoError(t, s2.Start())
+			e.clk.Advance(time.Hour)
+			e.waitCount("real", n)
+			e.sync(s2)
+			seen := map[string]int{}
+			for _, b := range e.bodies("real") {
+				seen[b]++
+			}
+			for i := 0; i < n; i++ {
+				assert.Equal(t, 1, seen[fmt.Sprint(i)], "timer %d", i)
+			}
+			fl.mu.Lock()
+			assert.GreaterOrEqual(t, fl.n, 3, "appends failed along the way")
+			fl.mu.Unlock()
+		})
+	}
+}
+
+// Timers far apart (across index slots, days and months ahead), appended
+// out of order, each delivered at its time and not before, across a restart.
+func TestAuditTimerAcrossSlotsAndRestart(t *testing.T) {
+	e := audNewEnv(t)
+	s := e.started()
+	offsets := []time.Duration{
+		200 * 24 * time.Hour, 90 * time.Minute, 30 * 24 * time.Hour, 59 * time.Minute,
+		61 * time.Minute, 5 * time.Hour, 2 * time.Hour, 2*time.Hour + time.Millisecond, 364 * 24 * time.Hour,
+	}
+	for i, d := range offsets {
+		e.at(s, "real", fmt.Sprint(i), audT0.Add(d))
+	}
+	order := []int{3, 4, 1, 6, 7, 5, 2, 0, 8}
+	for k, i := range order {
+		due := audT0.Add(offsets[i])
+		e.clk.Set(due.Add(-time.Millisecond))
+		e.sync(s)
+		require.EqualValues(t, k, e.st.MaxOffset("real", 0), "before timer %d (%v)", i, offsets[i])
+		e.clk.Set(due)
+		e.waitCount("real", int64(k+1))
+		if k == 4 { // restart in the middle
+			require.NoError(t, s.Stop())
+			s = e.started()
+		}
+	}
+	e.sync(s)
+	want := make([]string, 0, len(order))
+	for _, i := range order {
+		want = append(want, fmt.Sprint(i))
+	}
+	assert.Equal(t, want, e.bodies("real"))
+}
+
+// Records appended by hand that cannot be timers are skipped and counted,
+// not delivered.
+func TestAuditTimerTopicMalformedByHand(t *testing.T) {
+	e := audNewEnv(t)
+	s := e.started()
+	ms := strconv.FormatInt(audT0.UnixMilli(), 10)
+	far := strconv.FormatInt(audT0.Add(schedule.DefaultMaxTimerDelay+time.Hour).UnixMilli(), 10)
+	require.NoError(t, e.st.Append(
+		&store.Message{Topic: schedule.TimerTopic, Properties: map[string]string{schedule.PropTimerDeliverMS: ms}},                                     // no real topic
+		&store.Message{Topic: schedule.TimerTopic, Properties: map[string]string{schedule.PropRealTopic: "real"}},                                      // no time
+		&store.Message{Topic: schedule.TimerTopic, Properties: map[string]string{schedule.PropRealTopic: "real", schedule.PropTimerDeliverMS: "soon"}}, // bad time
+		&store.Message{Topic: schedule.TimerTopic, Properties: map[string]string{schedule.PropRealTopic: "real", schedule.PropTimerDeliverMS: far}},    // beyond a year
+	))
+	e.sync(s)
+	e.clk.Advance(2 * schedule.DefaultMaxTimerDelay)
+	e.sync(s)
+	assert.Zero(t, e.st.MaxOffset("real", 0))
+	assert.EqualValues(t, 4, s.Stats().Timers.Malformed)
+}
+
+// Cancel stops every pending timer with the key; in the zero Options mode
+// the cancel and a pending timer survive a restart too.
+func TestAuditTimerZeroOptionsCancelAndPendingSurviveRestart(t *testing.T) {
+	e := audNewEnv(t)
+	e.opts = schedule.Options{Now: e.clk.Now, Tick: time.Millisecond}
+	s1 := e.started()
+	for i := 0; i < 2; i++ {
+		m, err := s1.At(&store.Message{Topic: "real", Body: []byte("dup"), Properties: map[string]string{schedule.PropUniqKey: "same"}}, audT0.Add(time.Minute))
+		require.NoError(t, err)
+		require.NoError(t, e.st.Append(m))
+	}
+	e.at(s1, "real", "pending", audT0.Add(time.Hour))
+	require.NoError(t, s1.Cancel("same"))
+	require.NoError(t, s1.Stop())
+
+	s2 := e.started()
+	assert.ErrorIs(t, s2.Cancel("same"), schedule.ErrCancelled)
+	e.clk.Advance(time.Hour)
+	e.waitCount("real", 1)
+	e.sync(s2)
+	assert.Equal(t, []string{"pending"}, e.bodies("real"))
+}
