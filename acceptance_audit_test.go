@@ -412,3 +412,125 @@ func TestAuditOffsetBeyondEndRefusedByCommitAndReset(t *testing.T) {
 	_, err := offs.Reset("g", "orders", 0, 5)
 	require.NoError(t, err)
 }
+
+// A piece's own Now wins over Options.Now.
+func TestAuditOpenOwnNowWins(t *testing.T) {
+	clk := testkit.NewClock(audT0)
+	own := testkit.NewClock(audT0.Add(24 * time.Hour))
+	o := audOpts(clk)
+	o.Store.Now = own.Now
+	b := audOpen(t, t.TempDir(), o)
+	audAppend(t, b, "orders", "m0")
+	ms, err := b.Store().Read("orders", 0, 0, 1)
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	assert.True(t, ms[0].StoredAt.Equal(own.Now()), "StoredAt %v", ms[0].StoredAt)
+}
+
+// Options.Logger reaches the scheduler (it logs its start) and the lock
+// table (it logs contention with its keys).
+func TestAuditOpenLoggerReachesSchedulerAndLocks(t *testing.T) {
+	clk := testkit.NewClock(audT0)
+	var logs testkit.LogBuffer
+	o := audOpts(clk)
+	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := audOpen(t, t.TempDir(), o)
+	q := lock.Queue{Topic: "orders", QueueID: 3}
+	_, ok := b.Locks().TryLock("lockgroup", q, "holder")
+	require.True(t, ok)
+	_, ok = b.Locks().TryLock("lockgroup", q, "intruder")
+	require.False(t, ok)
+	require.Eventually(t, func() bool {
+		s := logs.String()
+		return strings.Contains(s, "schedule") && strings.Contains(s, "lockgroup")
+	}, 5*time.Second, time.Millisecond, "logs: %s", logs.String())
+}
+
+// A plain Commit backwards on a group pop serves takes effect: pop goes on
+// from there (it is applied as a reset), and it is persisted across a reopen.
+func TestAuditOffsetCommitBackwardsOnPopServedGroup(t *testing.T) {
+	clk := testkit.NewClock(audT0)
+	dir := t.TempDir()
+	o := audOpts(clk)
+	b, err := brokercore.Open(dir, o)
+	require.NoError(t, err)
+	ctx := context.Background()
+	audAppend(t, b, "orders", "m0", "m1", "m2", "m3", "m4")
+	res, err := b.Pop().Pop(ctx, pop.Request{Group: "g", Topic: "orders", ClientID: "c", Max: 32})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 5)
+	for _, d := range res.Messages {
+		require.NoError(t, b.Pop().Ack(d.Handle))
+	}
+	require.NoError(t, b.Offsets().Commit("g", "orders", 0, 1))
+	res, err = b.Pop().Pop(ctx, pop.Request{Group: "g", Topic: "orders", ClientID: "c", Max: 1})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 1)
+	assert.EqualValues(t, 1, res.Messages[0].Message.QueueOffset)
+	off, _ := b.Offsets().Committed("g", "orders", 0)
+	assert.EqualValues(t, 1, off)
+	require.NoError(t, b.Close())
+
+	b2 := audOpen(t, dir, o)
+	off, _ = b2.Offsets().Committed("g", "orders", 0)
+	assert.EqualValues(t, 1, off)
+	// a handle from before the restart is stale, not forged
+	assert.ErrorIs(t, b2.Pop().Ack(res.Messages[0].Handle), pop.ErrStaleHandle)
+	res, err = b2.Pop().Pop(ctx, pop.Request{Group: "g", Topic: "orders", ClientID: "c", Max: 32})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 4)
+	assert.EqualValues(t, 1, res.Messages[0].Message.QueueOffset)
+}
+
+// A queue never written ends at 0: any positive offset is beyond its end,
+// for Commit, CommitFenced and Reset alike.
+func TestAuditOffsetBeyondEndOfEmptyQueue(t *testing.T) {
+	clk := testkit.NewClock(audT0)
+	b := audOpen(t, t.TempDir(), audOpts(clk))
+	offs := b.Offsets()
+	assert.ErrorIs(t, offs.Commit("g", "nosuch", 0, 1), offset.ErrBeyondEnd)
+	assert.ErrorIs(t, offs.CommitFenced("g", "nosuch", 0, 1, 0), offset.ErrBeyondEnd)
+	_, err := offs.Reset("g", "nosuch", 0, 1)
+	assert.ErrorIs(t, err, offset.ErrBeyondEnd)
+	_, ok := offs.Committed("g", "nosuch", 0)
+	assert.False(t, ok, "nothing was stored")
+	require.NoError(t, offs.Commit("g", "nosuch", 0, 0))
+}
+
+// Dead letters survive a reopen and stay poppable; a dead-lettered message
+// is dead-lettered once.
+func TestAuditOpenDeadLettersAcrossReopen(t *testing.T) {
+	clk := testkit.NewClock(audT0)
+	dir := t.TempDir()
+	o := audOpts(clk)
+	o.Pop.MaxAttempts = 2
+	b, err := brokercore.Open(dir, o)
+	require.NoError(t, err)
+	audAppend(t, b, "orders", "p0", "p1")
+	ctx := context.Background()
+	req := pop.Request{Group: "g", Topic: "orders", ClientID: "c", Max: 32, Invisible: 10 * time.Second}
+	for i := 0; i < 2; i++ {
+		res, err := b.Pop().Pop(ctx, req)
+		require.NoError(t, err)
+		require.Len(t, res.Messages, 2)
+		clk.Advance(11 * time.Second)
+	}
+	res, err := b.Pop().Pop(ctx, req)
+	require.NoError(t, err)
+	assert.Empty(t, res.Messages)
+	clk.Advance(time.Hour)
+	res, err = b.Pop().Pop(ctx, req)
+	require.NoError(t, err)
+	assert.Empty(t, res.Messages)
+	require.NoError(t, b.Close())
+
+	b2 := audOpen(t, dir, o)
+	dlq := brokercore.DeadLetterTopic("g")
+	assert.EqualValues(t, 2, b2.Store().MaxOffset(dlq, 0), "each dead letter appended once")
+	res, err = b2.Pop().Pop(ctx, pop.Request{Group: "ops", Topic: dlq, ClientID: "c", Max: 32})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"p0", "p1"}, []string{string(res.Messages[0].Message.Body), string(res.Messages[1].Message.Body)})
+	res, err = b2.Pop().Pop(ctx, req)
+	require.NoError(t, err)
+	assert.Empty(t, res.Messages, "the origin group does not get them back after the reopen")
+}
