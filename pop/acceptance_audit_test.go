@@ -331,3 +331,86 @@ func TestAuditPopOverClosedStore(t *testing.T) {
 	_, err = e.svc.ChangeInvisible(got[0].Handle, time.Minute)
 	assert.ErrorIs(t, err, pop.ErrClosed)
 }
+
+// FIFO + filter keeps attemptId reentrancy: the same attempt re-pops the
+// same batch (without the rejected messages) and others stay blocked.
+func TestAuditFilterFIFOReentrant(t *testing.T) {
+	e := audNew(t, pop.Options{})
+	e.appendTags(t, "t", "A", "B", "A", "B", "A")
+	first := e.pop(t, pop.Request{Filter: "A", FIFO: true, AttemptID: "x", Max: 2})
+	require.Equal(t, []int64{0, 2}, audOffsets(first))
+	again := e.pop(t, pop.Request{Filter: "A", FIFO: true, AttemptID: "x", Max: 2})
+	require.Equal(t, []int64{0, 2}, audOffsets(again))
+	for _, d := range again {
+		assert.Equal(t, 1, d.Attempts)
+	}
+	assert.ErrorIs(t, e.svc.Ack(first[0].Handle), pop.ErrStaleHandle)
+	assert.Empty(t, e.pop(t, pop.Request{Filter: "A", FIFO: true, AttemptID: "y", Max: 2}))
+	require.NoError(t, e.svc.Ack(again[0].Handle))
+	assert.Empty(t, e.pop(t, pop.Request{Filter: "A", FIFO: true, AttemptID: "y", Max: 2}), "batch not fully acked")
+	require.NoError(t, e.svc.Ack(again[1].Handle))
+	off, _ := e.offs.Committed("g", "t", 0)
+	assert.GreaterOrEqual(t, off, int64(3))
+	next := e.pop(t, pop.Request{Filter: "A", FIFO: true, AttemptID: "y", Max: 2})
+	require.Equal(t, []int64{4}, audOffsets(next))
+	e.ackAll(t, next)
+	off, _ = e.offs.Committed("g", "t", 0)
+	assert.EqualValues(t, 5, off)
+}
+
+// A rejected message between unacked ones: the commit waits for the one
+// before it and then moves past both.
+func TestAuditFilterCommitOrder(t *testing.T) {
+	e := audNew(t, pop.Options{})
+	e.appendTags(t, "t", "A", "B", "A")
+	a0 := e.pop(t, pop.Request{Filter: "A", Max: 1})
+	a2 := e.pop(t, pop.Request{Filter: "A", Max: 1})
+	require.Equal(t, []int64{0}, audOffsets(a0))
+	require.Equal(t, []int64{2}, audOffsets(a2))
+	e.ackAll(t, a2)
+	off, _ := e.offs.Committed("g", "t", 0)
+	assert.EqualValues(t, 0, off, "offset 0 is still unacked")
+	e.ackAll(t, a0)
+	off, _ = e.offs.Committed("g", "t", 0)
+	assert.EqualValues(t, 3, off)
+}
+
+// A filter is per group and topic: other groups and other topics keep theirs.
+func TestAuditFilterPerGroupAndTopic(t *testing.T) {
+	e := audNew(t, pop.Options{})
+	e.appendTags(t, "t", "A", "B")
+	e.appendTags(t, "u", "A", "B")
+	assert.Equal(t, []int64{0}, audOffsets(e.pop(t, pop.Request{Group: "g", Topic: "t", Filter: "A", Max: 32})))
+	assert.Equal(t, []int64{1}, audOffsets(e.pop(t, pop.Request{Group: "g", Topic: "u", Filter: "B", Max: 32})))
+	assert.Equal(t, []int64{1}, audOffsets(e.pop(t, pop.Request{Group: "h", Topic: "t", Filter: "B", Max: 32})))
+	assert.EqualValues(t, 0, e.svc.Stats().FilterChanges)
+	before := e.svc.Stats().Invalid
+	_, err := e.svc.Pop(context.Background(), pop.Request{Group: "g", Topic: "t", ClientID: "c", Filter: "A||"})
+	require.ErrorIs(t, err, pop.ErrInvalid)
+	assert.Equal(t, before+1, e.svc.Stats().Invalid)
+}
+
+// The filter's decisions go through Offsets: a new Service over the same
+// offsets (a restart) does not deliver what the filter settled.
+func TestAuditFilterSettledAcrossRestart(t *testing.T) {
+	clk := testkit.NewClock(audT0)
+	st, err := store.Open(t.TempDir(), store.Options{Sync: store.SyncNone, Now: clk.Now})
+	require.NoError(t, err)
+	defer st.Close()
+	offs := pop.NewMemoryOffsets()
+	for _, tg := range []string{"B", "A", "B", "B"} {
+		require.NoError(t, st.Append(&store.Message{Topic: "t", Tags: tg}))
+	}
+	svc := pop.New(st, pop.Options{Offsets: offs, Now: clk.Now})
+	res, err := svc.Pop(context.Background(), pop.Request{Group: "g", Topic: "t", ClientID: "c", Filter: "A", Max: 32})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 1)
+	require.NoError(t, svc.Ack(res.Messages[0].Handle))
+	require.NoError(t, svc.Close())
+
+	svc2 := pop.New(st, pop.Options{Offsets: offs, Now: clk.Now})
+	defer svc2.Close()
+	res, err = svc2.Pop(context.Background(), pop.Request{Group: "g", Topic: "t", ClientID: "c", Max: 32})
+	require.NoError(t, err)
+	assert.Empty(t, res.Messages, "everything was settled and committed")
+}
