@@ -414,3 +414,41 @@ func TestAuditFilterSettledAcrossRestart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, res.Messages, "everything was settled and committed")
 }
+
+// A filtered long poll under a flood it cannot keep up with still ends when
+// its Poll does: reading on past rejected messages must not outlive Poll.
+func TestAuditFilterLongPollFloodEndsWithPoll(t *testing.T) {
+	e := audNew(t, pop.Options{Tick: time.Hour})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			batch := make([]*store.Message, 512)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := range batch {
+					batch[i] = &store.Message{Topic: "t", Tags: "B"}
+				}
+				_ = e.st.Append(batch...)
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	require.Eventually(t, func() bool { return e.st.MaxOffset("t", 0) > 10000 }, 10*time.Second, time.Millisecond)
+
+	const poll = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := e.svc.Pop(ctx, pop.Request{Group: "g", Topic: "t", ClientID: "c", Filter: "A", Max: 32, Poll: poll})
+	elapsed := time.Since(start)
+	require.NoError(t, err, "the Poll ends the pop, not the ctx (after %v)", elapsed)
+	assert.Empty(t, res.Messages)
+	assert.Less(t, elapsed, 10*poll, "a pop with Poll %v took %v", poll, elapsed)
+}
