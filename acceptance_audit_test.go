@@ -534,3 +534,32 @@ func TestAuditOpenDeadLettersAcrossReopen(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, res.Messages, "the origin group does not get them back after the reopen")
 }
+
+// Lock sweeps and consumer scans run on their period, reading the injected
+// clock; negative periods turn them off.
+func TestAuditOpenHousekeepingOnPeriod(t *testing.T) {
+	clk := testkit.NewClock(audT0)
+	o := audOpts(clk)
+	o.LockSweepEvery = time.Millisecond
+	o.ConsumerScanEvery = time.Millisecond
+	b := audOpen(t, t.TempDir(), o)
+	_, ok := b.Locks().TryLock("g", lock.Queue{Topic: "orders"}, "c")
+	require.True(t, ok)
+	_, err := b.Consumers().Register("g", consumer.Client{ChannelID: "ch", ClientID: "c"}, nil)
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond) // many periods: nothing expired yet on the injected clock
+	assert.EqualValues(t, 1, b.Locks().Stats().Entries)
+	assert.Len(t, b.Consumers().Clients("g"), 1)
+	clk.Advance(consumer.DefaultChannelExpiry + time.Second)
+	require.Eventually(t, func() bool {
+		return b.Locks().Stats().Expired == 1 && len(b.Consumers().Clients("g")) == 0
+	}, 10*time.Second, time.Millisecond)
+
+	o.LockSweepEvery, o.ConsumerScanEvery = -1, -1
+	b2 := audOpen(t, t.TempDir(), o)
+	_, ok = b2.Locks().TryLock("g", lock.Queue{Topic: "orders"}, "c")
+	require.True(t, ok)
+	clk.Advance(time.Hour)
+	time.Sleep(20 * time.Millisecond)
+	assert.Zero(t, b2.Locks().Stats().Expired, "a negative period never sweeps")
+}
