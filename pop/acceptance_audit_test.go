@@ -452,3 +452,17 @@ func TestAuditFilterLongPollFloodEndsWithPoll(t *testing.T) {
 	assert.Empty(t, res.Messages)
 	assert.Less(t, elapsed, 10*poll, "a pop with Poll %v took %v", poll, elapsed)
 }
+
+// FIFO with zero values: Max 1 and a block of DefaultInvisible.
+func TestAuditPopZeroValuesFIFO(t *testing.T) {
+	e := audNew(t, pop.Options{})
+	e.appendTags(t, "t", "A", "B")
+	first := e.pop(t, pop.Request{FIFO: true, AttemptID: "x"})
+	require.Equal(t, []int64{0}, audOffsets(first))
+	e.clk.Advance(pop.DefaultInvisible - time.Second)
+	assert.Empty(t, e.pop(t, pop.Request{FIFO: true, AttemptID: "y"}), "still blocked after 59 s")
+	e.clk.Advance(time.Second)
+	again := e.pop(t, pop.Request{FIFO: true, AttemptID: "y"})
+	require.Equal(t, []int64{0}, audOffsets(again))
+	assert.Equal(t, 2, again[0].Attempts)
+}
