@@ -283,6 +283,9 @@ func TestAuditBrokerCloseIdempotentAndClosed(t *testing.T) {
 	_, err = b.Consumers().Register("g", consumer.Client{ChannelID: "ch", ClientID: "c"}, nil)
 	require.ErrorIs(t, err, consumer.ErrClosed)
 
+	_, ok := b.Locks().TryLock("g", lock.Queue{Topic: "orders"}, "c")
+	assert.False(t, ok, "the lock table is closed")
+
 	// The scheduler must not come back to life over a closed store.
 	err = b.Scheduler().Start()
 	require.ErrorIs(t, err, schedule.ErrClosed, "Start after the broker's Close must fail")

@@ -466,3 +466,27 @@ func TestAuditPopZeroValuesFIFO(t *testing.T) {
 	require.Equal(t, []int64{0}, audOffsets(again))
 	assert.Equal(t, 2, again[0].Attempts)
 }
+
+// Poll 0 pops over a long run of rejected messages make progress: each
+// reads on from where the previous one stopped, so a match behind the run is
+// reached and the offset committed past the run.
+func TestAuditFilterLongRejectedRunPoll0(t *testing.T) {
+	e := audNew(t, pop.Options{})
+	batch := make([]*store.Message, 0, 3000)
+	for i := 0; i < 3000; i++ {
+		batch = append(batch, &store.Message{Topic: "t", Tags: "B"})
+	}
+	for i := 0; i < len(batch); i += 500 {
+		require.NoError(t, e.st.Append(batch[i:i+500]...))
+	}
+	e.appendTags(t, "t", "A")
+	var got []pop.Delivery
+	for i := 0; i < 20 && len(got) == 0; i++ {
+		got = e.pop(t, pop.Request{Filter: "A", Max: 32})
+	}
+	require.Equal(t, []int64{3000}, audOffsets(got))
+	e.ackAll(t, got)
+	off, _ := e.offs.Committed("g", "t", 0)
+	assert.EqualValues(t, 3001, off)
+	assert.EqualValues(t, 3000, e.svc.Stats().Filtered)
+}

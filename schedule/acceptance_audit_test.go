@@ -536,3 +536,16 @@ func TestAuditTimerCrashImageRepeatsNothing(t *testing.T) {
 	assert.Len(t, e.bodies("real"), n)
 	assert.Equal(t, []string{"d", "d2"}, e.bodies("lvl"))
 }
+
+// At refuses a message it could never deliver (no topic, or a system topic
+// of the scheduler's own), instead of letting it be skipped as malformed.
+func TestAuditTimerAtRefusesUndeliverable(t *testing.T) {
+	e := audNewEnv(t)
+	s := e.scheduler()
+	for _, topic := range []string{"", schedule.TimerTopic, schedule.Topic} {
+		_, err := s.At(&store.Message{Topic: topic, Body: []byte("x")}, audT0.Add(time.Minute))
+		assert.ErrorIs(t, err, schedule.ErrInvalid, "topic %q", topic)
+	}
+	_, err := s.At(&store.Message{Topic: "real", QueueID: -1}, audT0.Add(time.Minute))
+	assert.ErrorIs(t, err, schedule.ErrInvalid, "negative queue")
+}
