@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -565,4 +566,64 @@ func TestAuditOpenHousekeepingOnPeriod(t *testing.T) {
 	clk.Advance(time.Hour)
 	time.Sleep(20 * time.Millisecond)
 	assert.Zero(t, b2.Locks().Stats().Expired, "a negative period never sweeps")
+}
+
+// Close under load: producers, long-polling consumers and the scheduler's
+// deliveries running; every call ends with success or its ErrClosed, and
+// nothing is left running.
+func TestAuditBrokerCloseUnderLoad(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	clk := testkit.NewClock(audT0)
+	b, err := brokercore.Open(t.TempDir(), audOpts(clk))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := 0; w < 2; w++ {
+		wg.Add(2)
+		go func() { // producer of plain and timer messages
+			defer wg.Done()
+			for i := 0; ; i++ {
+				m := &store.Message{Topic: "orders", Body: []byte("x")}
+				if i%2 == 0 {
+					tm, err := b.Scheduler().At(m, clk.Now())
+					if err != nil {
+						errs <- err
+						return
+					}
+					m = tm
+				}
+				if err := b.Store().Append(m); err != nil {
+					if !errors.Is(err, store.ErrClosed) {
+						errs <- err
+					}
+					return
+				}
+			}
+		}()
+		go func() { // consumer
+			defer wg.Done()
+			for {
+				res, err := b.Pop().Pop(context.Background(), pop.Request{Group: "g", Topic: "orders", ClientID: "c", Max: 8, Poll: time.Second})
+				if err != nil {
+					if !errors.Is(err, pop.ErrClosed) {
+						errs <- err
+					}
+					return
+				}
+				for _, d := range res.Messages {
+					if err := b.Pop().Ack(d.Handle); err != nil && !errors.Is(err, pop.ErrClosed) && !errors.Is(err, pop.ErrStaleHandle) {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return b.Store().MaxOffset("orders", 0) > 200 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, b.Close())
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("unexpected error: %v", err)
+	}
 }
