@@ -549,3 +549,35 @@ func TestAuditTimerAtRefusesUndeliverable(t *testing.T) {
 	_, err := s.At(&store.Message{Topic: "real", QueueID: -1}, audT0.Add(time.Minute))
 	assert.ErrorIs(t, err, schedule.ErrInvalid, "negative queue")
 }
+
+// The literal zero Options (real clock, default tick, no ProgressPath), with
+// timers in the past so nothing waits for a real expiry: a second Scheduler,
+// created while the first has not stopped yet (a crash image: the log),
+// repeats nothing.
+func TestAuditLiteralZeroOptionsNoDoubleDelivery(t *testing.T) {
+	st, err := store.Open(t.TempDir(), store.Options{Sync: store.SyncNone})
+	require.NoError(t, err)
+	defer st.Close()
+	s1, err := schedule.New(st, schedule.Options{})
+	require.NoError(t, err)
+	require.NoError(t, s1.Start())
+	past := time.Now().Add(-time.Hour)
+	for i := 0; i < 10; i++ {
+		m, err := s1.At(&store.Message{Topic: "real", Body: []byte(fmt.Sprint(i))}, past)
+		require.NoError(t, err)
+		require.NoError(t, st.Append(m))
+	}
+	require.Eventually(t, func() bool { return st.MaxOffset("real", 0) == 10 }, 10*time.Second, time.Millisecond)
+
+	s2, err := schedule.New(st, schedule.Options{})
+	require.NoError(t, err)
+	require.NoError(t, s1.Stop())
+	require.NoError(t, s2.Start())
+	defer s2.Stop()
+	m, err := s2.At(&store.Message{Topic: "real", Body: []byte("sync")}, past)
+	require.NoError(t, err)
+	require.NoError(t, st.Append(m))
+	require.Eventually(t, func() bool { return st.MaxOffset("real", 0) >= 11 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, s2.Stop())
+	assert.EqualValues(t, 11, st.MaxOffset("real", 0))
+}
