@@ -490,3 +490,54 @@ func TestAuditFilterLongRejectedRunPoll0(t *testing.T) {
 	assert.EqualValues(t, 3001, off)
 	assert.EqualValues(t, 3000, e.svc.Stats().Filtered)
 }
+
+// Read-ahead never loses a match: Max 1 pops walk the matches one by one.
+func TestAuditFilterMax1WalksMatches(t *testing.T) {
+	e := audNew(t, pop.Options{})
+	e.appendTags(t, "t", "A", "A", "B", "A", "B", "B", "A")
+	var got []int64
+	for i := 0; i < 6; i++ {
+		ds := e.pop(t, pop.Request{Filter: "A", Max: 1})
+		got = append(got, audOffsets(ds)...)
+	}
+	assert.Equal(t, []int64{0, 1, 3, 6}, got)
+}
+
+// Spellings of the same subscription are not a change.
+func TestAuditFilterEquivalentSpellingsNoChange(t *testing.T) {
+	e := audNew(t, pop.Options{})
+	e.appendTags(t, "t", "A", "B", "C")
+	e.pop(t, pop.Request{Filter: "A || B", Max: 1})
+	e.pop(t, pop.Request{Filter: "B||A", Max: 1})
+	e.pop(t, pop.Request{Filter: "A ||B", Max: 1})
+	assert.EqualValues(t, 0, e.svc.Stats().FilterChanges)
+	e.pop(t, pop.Request{Max: 1})
+	e.pop(t, pop.Request{Filter: "*", Max: 1})
+	assert.EqualValues(t, 1, e.svc.Stats().FilterChanges, `"" and "*" are the same subscription`)
+}
+
+// A pop never returns a message its own filter rejects, even a redelivery of
+// one popped under the group's previous filter.
+func TestAuditFilterNeverDeliversRejectedAfterChange(t *testing.T) {
+	e := audNew(t, pop.Options{})
+	e.appendTags(t, "t", "A", "B", "A", "B")
+	first := e.pop(t, pop.Request{Filter: "A", Max: 1, Invisible: 10 * time.Second})
+	require.Equal(t, []int64{0}, audOffsets(first))
+	e.clk.Advance(11 * time.Second)
+	for i := 0; i < 4; i++ {
+		for _, d := range e.pop(t, pop.Request{Filter: "B", Max: 32, Invisible: 10 * time.Second}) {
+			assert.Equal(t, "B", d.Message.Tags, "filter B delivered offset %d", d.Message.QueueOffset)
+			require.NoError(t, e.svc.Ack(d.Handle))
+		}
+		e.clk.Advance(11 * time.Second)
+	}
+	// the consumer that popped offset 0 died: the queue must not be stuck
+	// behind it (it is settled, by the new filter, or dead-lettered)
+	off0, _ := e.offs.Committed("g", "t", 0)
+	assert.EqualValues(t, 4, off0, "committed offset stuck behind a message no pop will ever deliver")
+	_ = e.svc.Ack(first[0].Handle)
+	e.clk.Advance(time.Hour)
+	assert.Empty(t, e.pop(t, pop.Request{Filter: "B", Max: 32}))
+	off, _ := e.offs.Committed("g", "t", 0)
+	assert.EqualValues(t, 4, off, "everything settled")
+}
