@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -626,4 +628,34 @@ func TestAuditBrokerCloseUnderLoad(t *testing.T) {
 	for err := range errs {
 		t.Errorf("unexpected error: %v", err)
 	}
+}
+
+// An Open that fails part-way closes what it opened: nothing keeps running
+// and the directory can be opened again once the cause is gone.
+func TestAuditOpenFailureCleansUp(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	clk := testkit.NewClock(audT0)
+	dir := t.TempDir()
+	b, err := brokercore.Open(dir, audOpts(clk))
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+
+	progress := filepath.Join(dir, brokercore.ScheduleDir, brokercore.ProgressFile)
+	good, err := os.ReadFile(progress)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(progress, []byte("garbage, not progress"), 0o644))
+	_, err = brokercore.Open(dir, audOpts(clk))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, schedule.ErrCorrupt)
+	goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	require.NoError(t, os.WriteFile(progress, good, 0o644))
+	b, err = brokercore.Open(dir, audOpts(clk))
+	require.NoError(t, err, "the failed Open released the store")
+	require.NoError(t, b.Close())
+
+	key := filepath.Join(dir, brokercore.HandleKeyFile)
+	require.NoError(t, os.WriteFile(key, []byte("short"), 0o600))
+	_, err = brokercore.Open(dir, audOpts(clk))
+	assert.ErrorIs(t, err, brokercore.ErrCorrupt)
 }

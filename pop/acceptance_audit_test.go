@@ -541,3 +541,49 @@ func TestAuditFilterNeverDeliversRejectedAfterChange(t *testing.T) {
 	off, _ := e.offs.Committed("g", "t", 0)
 	assert.EqualValues(t, 4, off, "everything settled")
 }
+
+// A long poll waiting when its store closes ends with ErrClosed at once
+// (the wake-up tick is an hour: only the store's Done can end it).
+func TestAuditLongPollEndsWhenStoreCloses(t *testing.T) {
+	e := audNew(t, pop.Options{Tick: time.Hour})
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Pop(context.Background(), pop.Request{Group: "g", Topic: "t", ClientID: "c", Poll: time.Minute})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return e.svc.Stats().Waiters == 1 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, e.st.Close())
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, pop.ErrClosed)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the long poll did not end when its store closed")
+	}
+}
+
+// A Service closed over a live store unsubscribes; a new one over the same
+// store is woken by arrivals by itself.
+func TestAuditNewServiceOverSameStoreSubscribes(t *testing.T) {
+	e := audNew(t, pop.Options{Tick: time.Hour})
+	require.NoError(t, e.svc.Close())
+	e.appendTags(t, "t", "A") // no call into the closed service may break this
+	svc2 := pop.New(e.st, pop.Options{Tick: time.Hour, Now: e.clk.Now})
+	defer svc2.Close()
+	res, err := svc2.Pop(context.Background(), pop.Request{Group: "g", Topic: "t", ClientID: "c"})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 1)
+	done := make(chan []pop.Delivery, 1)
+	go func() {
+		res, _ := svc2.Pop(context.Background(), pop.Request{Group: "g", Topic: "t", ClientID: "c", Poll: time.Minute})
+		done <- res.Messages
+	}()
+	require.Eventually(t, func() bool { return svc2.Stats().Waiters == 1 }, 10*time.Second, time.Millisecond)
+	e.appendTags(t, "t", "B")
+	select {
+	case ds := <-done:
+		require.Len(t, ds, 1)
+		assert.Equal(t, "B", ds[0].Message.Tags)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the new service was not woken by the arrival")
+	}
+}
