@@ -581,3 +581,65 @@ func TestAuditLiteralZeroOptionsNoDoubleDelivery(t *testing.T) {
 	require.NoError(t, s2.Stop())
 	assert.EqualValues(t, 11, st.MaxOffset("real", 0))
 }
+
+// The timer index is derived state: damaged or deleted, it is rebuilt from
+// the log and the progress, with deliveries and cancels intact.
+func TestAuditTimerIndexDamagedRebuilt(t *testing.T) {
+	for _, damage := range []string{"delete", "garbage", "truncate"} {
+		t.Run(damage, func(t *testing.T) {
+			e := audNewEnv(t)
+			s1 := e.started()
+			var keys []string
+			for i := 0; i < 20; i++ {
+				due := audT0.Add(time.Minute)
+				if i >= 10 {
+					due = audT0.Add(time.Duration(i) * time.Hour)
+				}
+				m := e.at(s1, "real", fmt.Sprint(i), due)
+				keys = append(keys, m.Properties[schedule.PropUniqKey])
+			}
+			require.NoError(t, s1.Cancel(keys[15]))
+			e.clk.Advance(time.Minute)
+			e.waitCount("real", 10)
+			e.sync(s1)
+			require.NoError(t, s1.Stop())
+
+			idx := e.opts.ProgressPath + ".timers"
+			switch damage {
+			case "delete":
+				require.NoError(t, os.RemoveAll(idx))
+			default:
+				n := 0
+				require.NoError(t, filepath.WalkDir(idx, func(p string, d os.DirEntry, err error) error {
+					if err != nil || d.IsDir() {
+						return err
+					}
+					n++
+					if damage == "garbage" {
+						return os.WriteFile(p, []byte("not an index file at all"), 0o644)
+					}
+					return os.Truncate(p, 3)
+				}))
+				require.NotZero(t, n, "the index has files to damage")
+			}
+
+			s2 := e.started()
+			assert.ErrorIs(t, s2.Cancel(keys[0]), schedule.ErrDelivered)
+			assert.ErrorIs(t, s2.Cancel(keys[15]), schedule.ErrCancelled)
+			e.clk.Advance(30 * time.Hour)
+			e.waitCount("real", 19)
+			e.sync(s2)
+			seen := map[string]int{}
+			for _, b := range e.bodies("real") {
+				seen[b]++
+			}
+			for i := 0; i < 20; i++ {
+				want := 1
+				if i == 15 {
+					want = 0
+				}
+				assert.Equal(t, want, seen[fmt.Sprint(i)], "timer %d", i)
+			}
+		})
+	}
+}
