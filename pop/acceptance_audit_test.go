@@ -587,3 +587,33 @@ func TestAuditNewServiceOverSameStoreSubscribes(t *testing.T) {
 		t.Fatal("the new service was not woken by the arrival")
 	}
 }
+
+// An offset reset under a filter: popping restarts at the reset offset with
+// the group's filter, and the commits after it carry the new epoch.
+func TestAuditFilterAfterReset(t *testing.T) {
+	e := audNew(t, pop.Options{})
+	e.appendTags(t, "t", "A", "B", "A", "B")
+	got := e.pop(t, pop.Request{Filter: "A", Max: 32})
+	require.Equal(t, []int64{0, 2}, audOffsets(got))
+	e.ackAll(t, got)
+	off, _ := e.offs.Committed("g", "t", 0)
+	require.EqualValues(t, 4, off)
+
+	e.offs.Reset("g", "t", 0, 1)
+	got = e.pop(t, pop.Request{Filter: "A", Max: 32})
+	require.Equal(t, []int64{2}, audOffsets(got))
+	e.ackAll(t, got)
+	off, _ = e.offs.Committed("g", "t", 0)
+	assert.EqualValues(t, 4, off)
+
+	// a reset while a delivery is in flight: its ack cannot commit over it
+	e.appendTags(t, "t", "A")
+	inflight := e.pop(t, pop.Request{Filter: "A", Max: 32})
+	require.Equal(t, []int64{4}, audOffsets(inflight))
+	e.offs.Reset("g", "t", 0, 0)
+	assert.ErrorIs(t, e.svc.Ack(inflight[0].Handle), pop.ErrStaleHandle)
+	off, _ = e.offs.Committed("g", "t", 0)
+	assert.EqualValues(t, 0, off)
+	got = e.pop(t, pop.Request{Filter: "A", Max: 32})
+	assert.Equal(t, []int64{0, 2, 4}, audOffsets(got))
+}
