@@ -659,3 +659,49 @@ func TestAuditOpenFailureCleansUp(t *testing.T) {
 	_, err = brokercore.Open(dir, audOpts(clk))
 	assert.ErrorIs(t, err, brokercore.ErrCorrupt)
 }
+
+// Errors returned to the caller are logged at DEBUG, never at INFO or above
+// (WARN is for what the caller cannot see).
+func TestAuditReturnedErrorsLoggedAtDebug(t *testing.T) {
+	clk := testkit.NewClock(audT0)
+	var logs testkit.LogBuffer
+	o := audOpts(clk)
+	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := audOpen(t, t.TempDir(), o)
+	ctx := context.Background()
+	audAppend(t, b, "orders", "m0")
+	res, err := b.Pop().Pop(ctx, pop.Request{Group: "g", Topic: "orders", ClientID: "c"})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 1)
+	h := res.Messages[0].Handle
+	require.NoError(t, b.Pop().Ack(h))
+	start := len(logs.String())
+
+	require.ErrorIs(t, b.Pop().Ack(h), pop.ErrStaleHandle)
+	require.ErrorIs(t, b.Pop().Ack("forged"), pop.ErrBadHandle)
+	_, err = b.Pop().Pop(ctx, pop.Request{Group: "g", Topic: "orders", ClientID: "c", Filter: "||"})
+	require.ErrorIs(t, err, pop.ErrInvalid)
+	_, err = b.Pop().Pop(ctx, pop.Request{Group: "", Topic: "orders", ClientID: "c"})
+	require.ErrorIs(t, err, pop.ErrInvalid)
+	require.ErrorIs(t, b.Offsets().Commit("g", "orders", 0, 99), offset.ErrBeyondEnd)
+	_, err = b.Offsets().Reset("g", "orders", 0, 99)
+	require.ErrorIs(t, err, offset.ErrBeyondEnd)
+	require.ErrorIs(t, b.Scheduler().Cancel("nope"), schedule.ErrTimerNotFound)
+	_, err = b.Scheduler().At(&store.Message{Topic: "x"}, clk.Now().Add(2*schedule.DefaultMaxTimerDelay))
+	require.ErrorIs(t, err, schedule.ErrInvalid)
+	require.ErrorIs(t, b.Store().Append(&store.Message{Topic: ""}), store.ErrInvalid)
+
+	debug := 0
+	for _, l := range strings.Split(logs.String()[start:], "\n") {
+		if l == "" {
+			continue
+		}
+		if strings.Contains(l, "level=DEBUG") {
+			debug++
+		}
+		for _, lvl := range []string{"level=INFO", "level=WARN", "level=ERROR"} {
+			assert.NotContains(t, l, lvl, "an error the caller got was logged above DEBUG")
+		}
+	}
+	assert.GreaterOrEqual(t, debug, 8, "each rejected call is logged (at DEBUG): %s", logs.String()[start:])
+}
