@@ -6,6 +6,7 @@ package brokercore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -704,4 +705,30 @@ func TestAuditReturnedErrorsLoggedAtDebug(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, debug, 8, "each rejected call is logged (at DEBUG): %s", logs.String()[start:])
+}
+
+// Close from several goroutines at once: every call returns the same
+// result after everything stopped.
+func TestAuditBrokerConcurrentClose(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	clk := testkit.NewClock(audT0)
+	b, err := brokercore.Open(t.TempDir(), audOpts(clk))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.Close()
+			// once any Close has returned, the store is closed
+			if e := b.Store().Append(&store.Message{Topic: "t"}); !errors.Is(e, store.ErrClosed) {
+				errs[i] = fmt.Errorf("append after Close returned: %v", e)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		assert.NoError(t, err)
+	}
 }
