@@ -643,3 +643,28 @@ func TestAuditTimerIndexDamagedRebuilt(t *testing.T) {
 		})
 	}
 }
+
+// A timer is delivered as the producer sent it: its queue, tags, keys,
+// body, born time, reconsume count and own properties.
+func TestAuditTimerRestoresMessage(t *testing.T) {
+	e := audNewEnv(t)
+	s := e.started()
+	born := audT0.Add(-time.Minute)
+	orig := &store.Message{Topic: "real", QueueID: 3, Tags: "TagA", Keys: []string{"k1", "k2"}, Body: []byte("body"),
+		Properties: map[string]string{"app": "v", schedule.PropUniqKey: "u-1"}, BornAt: born, ReconsumeTimes: 2}
+	m, err := s.At(orig, audT0.Add(time.Second))
+	require.NoError(t, err)
+	require.NoError(t, e.st.Append(m))
+	e.clk.Advance(time.Second)
+	require.Eventually(t, func() bool { return e.st.MaxOffset("real", 3) == 1 }, 10*time.Second, time.Millisecond)
+	ms, err := e.st.Read("real", 3, 0, 1)
+	require.NoError(t, err)
+	got := ms[0]
+	assert.Equal(t, "TagA", got.Tags)
+	assert.Equal(t, []string{"k1", "k2"}, got.Keys)
+	assert.Equal(t, "body", string(got.Body))
+	assert.Equal(t, map[string]string{"app": "v", schedule.PropUniqKey: "u-1"}, got.Properties)
+	assert.True(t, got.BornAt.Equal(born))
+	assert.Equal(t, 2, got.ReconsumeTimes)
+	assert.Zero(t, e.st.MaxOffset("real", 0))
+}
