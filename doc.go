@@ -58,7 +58,9 @@
 //   - Options.Now and Options.Logger reach every package whose own is nil.
 //
 // Close stops everything in reverse order and waits for every goroutine;
-// afterwards the store, pop and the offset manager answer their ErrClosed.
+// afterwards the store, pop, the offset manager and the consumer registry
+// answer their ErrClosed, and the scheduler's Start and Cancel answer
+// schedule.ErrClosed (it starts nothing over the closed store).
 // For tests, package brokertest opens a Broker in t.TempDir() on an
 // injectable clock and closes it with the test (it also runs under
 // testing/synctest).

@@ -98,7 +98,7 @@ func (s *Service) popLoop(pc *popCall) ([]pick, error) {
 		if req.QueueID == AllQueues {
 			gt.list.Store(nil) // nothing found: list the queues again next time
 		}
-		if skipped > 0 && (req.Poll > 0 || pc.rounds < maxFilterRounds) {
+		if skipped > 0 && s.readOn(pc) {
 			pc.rounds++ // everything read was filtered out and settled: read on at once
 			continue
 		}
@@ -119,6 +119,16 @@ func (s *Service) roundErr(pc *popCall, err error) error {
 		return fmt.Errorf("%w: %w", s.closedErr(fmt.Sprintf("pop %s@%s", pc.req.Group, pc.req.Topic)), err)
 	}
 	return err
+}
+
+// readOn reports whether a round that found only rejected messages reads
+// on at once: a long poll while its Poll lasts (a flood it cannot keep up
+// with must not hold it past Poll), a Poll 0 pop for maxFilterRounds reads.
+func (s *Service) readOn(pc *popCall) bool {
+	if pc.req.Poll > 0 {
+		return s.pollLeft(pc)
+	}
+	return pc.rounds < maxFilterRounds
 }
 
 func (s *Service) pollLeft(pc *popCall) bool {

@@ -23,6 +23,7 @@ func (s *Scheduler) Cancel(uniqKey string) error {
 		return fmt.Errorf("cancel: empty key: %w", ErrInvalid)
 	}
 	if err := s.closedErr(); err != nil {
+		s.log.Debug("schedule: cancel rejected", "key", uniqKey, "err", err)
 		return fmt.Errorf("cancel %q: %w", uniqKey, err)
 	}
 	t := s.timers

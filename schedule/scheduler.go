@@ -39,6 +39,9 @@ type Scheduler struct {
 	now    func() time.Time
 	log    *slog.Logger
 	pl     ProgressLog // nil: progress in the file at opts.ProgressPath
+	// done is the Log's Done channel when it has one (as *store.Store):
+	// once it is closed, Start and Cancel answer ErrClosed.
+	done <-chan struct{}
 
 	// lifeMu serializes Start and Stop; each holds it for its whole call.
 	lifeMu sync.Mutex
@@ -99,6 +102,9 @@ func New(log Log, opts Options) (*Scheduler, error) {
 		return nil, fmt.Errorf("new: %w", err)
 	}
 	s := &Scheduler{src: log, opts: o, levels: levels, now: o.Now, log: o.Logger}
+	if d, ok := log.(interface{ Done() <-chan struct{} }); ok {
+		s.done = d.Done()
+	}
 	switch pl, ok := log.(ProgressLog); {
 	case ok:
 		s.pl = pl
@@ -120,6 +126,16 @@ func New(log Log, opts Options) (*Scheduler, error) {
 	return s, nil
 }
 
+// logClosed reports whether the Log's Done channel (if it has one) is closed.
+func (s *Scheduler) logClosed() bool {
+	select {
+	case <-s.done: // a nil channel never is
+		return true
+	default:
+		return false
+	}
+}
+
 // Levels returns the delay of each level; index 0 is level 1.
 func (s *Scheduler) Levels() []time.Duration {
 	return append([]time.Duration(nil), s.levels...)
@@ -128,7 +144,9 @@ func (s *Scheduler) Levels() []time.Duration {
 // Start starts one delivery loop per level, and one for the timers, under a
 // new generation. It reloads the progress first (another node may have
 // advanced it) and fails with ErrCorrupt, staying stopped, if it is
-// corrupt. Starting a started Scheduler does nothing.
+// corrupt. Starting a started Scheduler does nothing. After Close, or once
+// the Log is closed (a Log with a Done channel, as *store.Store), Start
+// answers ErrClosed and starts nothing.
 func (s *Scheduler) Start() error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
@@ -203,12 +221,8 @@ func (s *Scheduler) closedErr() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if d, ok := s.src.(interface{ Done() <-chan struct{} }); ok {
-		select {
-		case <-d.Done():
-			return fmt.Errorf("%w: the log is closed", ErrClosed)
-		default:
-		}
+	if s.logClosed() {
+		return fmt.Errorf("%w: the log is closed", ErrClosed)
 	}
 	return nil
 }

@@ -82,8 +82,10 @@ func ceilMilli(t time.Time) int64 {
 // is false for a record that cannot be delivered (no or bad time or real
 // topic) or whose time is more than maxDelay after its StoredAt; the
 // decision depends only on the record, so a rebuild of the index makes the
-// same one. The key's due time is never before StoredAt: a time in the past
-// is due when it was stored.
+// same one. The key's due time is never before StoredAt's millisecond: a
+// time in the past is due when it was stored (rounded down, so that a past
+// timer stored at a sub-millisecond clock is due at once, not at the next
+// millisecond).
 func timerOf(m *store.Message, maxDelay time.Duration) (k timerKey, ok bool) {
 	v := m.Properties[PropTimerDeliverMS]
 	if v == "" {
@@ -106,7 +108,7 @@ func timerOf(m *store.Message, maxDelay time.Duration) (k timerKey, ok bool) {
 	if due > stored && due-stored > maxDelay.Milliseconds() {
 		return timerKey{}, false
 	}
-	return timerKey{due: max(due, stored), off: m.QueueOffset}, true
+	return timerKey{due: max(due, m.StoredAt.UnixMilli()), off: m.QueueOffset}, true
 }
 
 // restoreTimer turns a TimerTopic record back, in place, into the message
