@@ -1185,3 +1185,100 @@ func TestAuditTornTailVariantsCrashImage(t *testing.T) {
 		})
 	}
 }
+
+// Wherever the flipped bit lies in record 3 (its wal length prefix, its
+// first, middle or last byte), intact records follow: corruption, never a
+// cut. Record 3 sits inside a batch here, with concurrent appenders sharing
+// fsyncs.
+func TestAuditFlipAnywhereInRecord3IsCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	s, err := store.Open(dir, store.Options{Now: auClock()})
+	require.NoError(t, err)
+	var acked auAcked
+	b1 := []*store.Message{auMsg("orders", 0, 0), auMsg("orders", 1, 1)}
+	require.NoError(t, s.Append(b1...))
+	acked.add(b1...)
+	b2 := []*store.Message{auMsg("orders", 0, 2), auMsg("orders", 1, 3), auMsg("orders", 0, 4)}
+	require.NoError(t, s.Append(b2...))
+	acked.add(b2...)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < 5; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := auMsg("orders", 2, 10+g)
+			if err := s.Append(m); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			acked.add(m)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	img := auImage(t, dir)
+	require.NoError(t, s.Close())
+	sort.Slice(acked, func(i, j int) bool { return acked[i].LogOffset < acked[j].LogOffset })
+	require.Len(t, acked, 10)
+	_, _, fr := auLocate(t, img, acked[3])
+	for _, pos := range []int{fr.start, fr.data, (fr.data + fr.end) / 2, fr.end - 1} {
+		for _, bit := range []uint{0, 3, 7} {
+			work := auImage(t, img)
+			seg, _, _ := auLocate(t, work, acked[3])
+			auFlipBit(t, seg, pos, bit)
+			_, err := store.Open(work, store.Options{})
+			ce := auCorrupt(t, err)
+			require.Equal(t, acked[3].LogOffset, ce.From, "pos %d bit %d: %v", pos, bit, err)
+			require.Equal(t, filepath.Base(seg), filepath.Base(ce.Segment))
+			require.LessOrEqual(t, ce.Position, int64(pos))
+		}
+	}
+}
+
+// A batch that spans a segment roll, torn in the newer segment: recovery cuts
+// the whole batch, also its records in the older segment, and the store
+// goes on from there.
+func TestAuditTornBatchSpanningSegmentsIsCutWhole(t *testing.T) {
+	dir := t.TempDir()
+	o := store.Options{SegmentSize: 4096, Now: auClock()}
+	s, err := store.Open(dir, o)
+	require.NoError(t, err)
+	var acked auAcked
+	for i := 0; i < 20; i++ {
+		m := auMsg("t", i%2, i)
+		require.NoError(t, s.Append(m))
+		acked.add(m)
+	}
+	var batch []*store.Message
+	for i := 0; i < 12; i++ {
+		m := auMsg("t", i%2, 100+i)
+		m.Body = append(m.Body, bytes.Repeat([]byte{'z'}, 500)...)
+		batch = append(batch, m)
+	}
+	require.NoError(t, s.Append(batch...))
+	img := auImage(t, dir)
+	require.NoError(t, s.Close())
+
+	segFirst, _, _ := auLocate(t, img, *batch[0])
+	segLast, pos, _ := auLocate(t, img, *batch[len(batch)-1])
+	require.NotEqual(t, segFirst, segLast, "the batch did not span a segment roll; make it larger")
+	segs, _ := auFiles(t, img)
+	require.Equal(t, segs[len(segs)-1], segLast)
+	require.NoError(t, os.Truncate(segLast, int64(pos+10)))
+
+	s2, err := store.Open(img, o)
+	require.NoError(t, err)
+	auVerify(t, s2, acked, "torn spanning batch")
+	for _, m := range batch {
+		_, err := s2.ReadAt(m.LogOffset)
+		require.Error(t, err, "record %d of the cut batch is readable", m.LogOffset)
+	}
+	m := auMsg("t", 0, 500)
+	require.NoError(t, s2.Append(m))
+	acked.add(m)
+	require.NoError(t, s2.Close())
+	s3 := auOpen(t, img, o)
+	auVerify(t, s3, acked, "after the cut and one more append")
+}
