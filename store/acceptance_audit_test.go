@@ -1575,3 +1575,64 @@ func TestAuditReadsRacingClose(t *testing.T) {
 	require.NoError(t, s.Close())
 	wg.Wait()
 }
+
+// Repair of a missing first segment and of an older segment cut short: each
+// Open refusal has an explicit way out that reports the offsets lost, after
+// which Open serves exactly the rest.
+func TestAuditRepairFirstMissingAndShortSegment(t *testing.T) {
+	for _, which := range []string{"first-missing", "short-older"} {
+		t.Run(which, func(t *testing.T) {
+			img, acked, segs, offs := auGapFixture(t, true)
+			switch which {
+			case "first-missing":
+				require.NoError(t, os.Remove(segs[0]))
+			case "short-older":
+				b, err := os.ReadFile(segs[1])
+				require.NoError(t, err)
+				fr := auFrames(t, b)
+				require.NoError(t, os.Truncate(segs[1], int64(fr[len(fr)/2].start)))
+			}
+			_, err := store.Open(img, store.Options{SegmentSize: 4096})
+			auCorrupt(t, err)
+			rep, err := store.Repair(img, store.RepairOptions{})
+			require.NoError(t, err)
+			require.NotEmpty(t, rep.Cuts)
+			lost := map[int64]bool{}
+			var sum int64
+			for _, c := range rep.Cuts {
+				require.LessOrEqual(t, c.From, c.To)
+				sum += c.To - c.From
+				for o := c.From; o < c.To; o++ {
+					lost[o] = true
+				}
+			}
+			require.Equal(t, sum, rep.Lost)
+			if which == "first-missing" {
+				for _, o := range offs[segs[0]] {
+					require.True(t, lost[o], "log offset %d of the missing segment not reported", o)
+				}
+			}
+			s := auOpen(t, img, store.Options{SegmentSize: 4096})
+			kept := 0
+			for _, m := range acked {
+				got, err := s.ReadAt(m.LogOffset)
+				if lost[m.LogOffset] {
+					require.Error(t, err, "log offset %d reported lost but readable", m.LogOffset)
+					continue
+				}
+				require.NoError(t, err, "log offset %d not reported lost but unreadable", m.LogOffset)
+				auSameMessage(t, m, got, which)
+				kept++
+			}
+			require.Positive(t, kept)
+			// the store goes on
+			m := auMsg("orders", 0, 9999)
+			require.NoError(t, s.Append(m))
+			require.NoError(t, s.Close())
+			s = auOpen(t, img, store.Options{SegmentSize: 4096})
+			got, err := s.ReadAt(m.LogOffset)
+			require.NoError(t, err)
+			require.Equal(t, m.Body, got.Body)
+		})
+	}
+}
