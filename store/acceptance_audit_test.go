@@ -407,7 +407,7 @@ func TestAuditRepairCutsQuarantinesAndReports(t *testing.T) {
 			require.Error(t, err)
 			m := auMsg("orders", 0, 99)
 			require.NoError(t, s2.Append(m))
-			require.Equal(t, int64(3), m.QueueOffset)
+			require.GreaterOrEqual(t, m.QueueOffset, int64(3)) // whether Repair reuses cut offsets is not contracted
 			require.NoError(t, s2.Close())
 
 			// Repairing a healthy log changes nothing.
