@@ -60,7 +60,7 @@ type placed struct {
 // message is refused whole with ErrInvalid and nothing is written.
 func (s *Store) Append(msgs ...*Message) error {
 	if len(msgs) == 0 {
-		return nil
+		return s.usableShared()
 	}
 	total := 0
 	for i, m := range msgs {
@@ -71,6 +71,9 @@ func (s *Store) Append(msgs ...*Message) error {
 			}
 		}
 		if err != nil {
+			if uerr := s.usableShared(); uerr != nil {
+				return uerr // after Close (or a failure) every call says so, bad input or not
+			}
 			s.stats.rejected.Add(1)
 			if m != nil {
 				s.log.Debug("store: append rejected", "topic", m.Topic, "queue", m.QueueID, "batch", len(msgs), "err", err)

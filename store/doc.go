@@ -19,10 +19,15 @@
 //     CRC-32C. Open cuts a torn tail itself (only when no intact record
 //     follows the first bad byte of the last segment; cut back to the last
 //     whole batch, logged with what was cut). A bad record followed by an
-//     intact one is corruption, anywhere: Open refuses it with a
-//     *CorruptError (ErrCorrupt) naming the segment, the byte position and
-//     the log offsets affected, and never drops an acknowledged record
-//     silently. Segments must cover the log without gaps from what
+//     intact one is corruption: Open refuses it with a *CorruptError
+//     (ErrCorrupt) naming the segment, the byte position and the log
+//     offsets affected, and never drops an acknowledged record silently.
+//     Open decodes every record of the last segment, but proves an older,
+//     closed segment by its end only (a
+//     reopen must not re-read the whole log): a record damaged inside one
+//     is refused with ErrCorrupt by Read and ReadAt, never served, and
+//     Repair, which decodes every segment, finds and cuts it. Segments must
+//     cover the log without gaps from what
 //     retention kept to the end: a missing or short segment is a
 //     *CorruptError naming the missing range (retention records what it
 //     removes before removing it, so its segments are not gaps).

@@ -16,6 +16,9 @@ import (
 // the log (Stats.IndexRepairs) and the read goes on.
 func (s *Store) Read(topic string, queueID int, offset int64, max int) ([]*Message, error) {
 	if topic == "" || queueID < 0 || max < 1 {
+		if err := s.usableShared(); err != nil {
+			return nil, err // after Close (or a failure) every call says so, bad input or not
+		}
 		s.stats.rejected.Add(1)
 		err := fmt.Errorf("%w: read %q/%d max %d", ErrInvalid, topic, queueID, max)
 		s.log.Debug("store: read rejected", "topic", topic, "queue", queueID, "max", max, "err", err)

@@ -19,8 +19,10 @@ import (
 //   - A tail is torn only when no intact record follows the first bad byte
 //     of the last segment. Then it is cut back to the end of the last whole
 //     batch (which may lie in an earlier segment when a batch spans them).
-//   - A bad record with an intact one after it, anywhere, is corruption:
-//     a *CorruptError naming segment, position and the log offsets affected.
+//   - A bad record with an intact one after it is corruption: a
+//     *CorruptError naming segment, position and the log offsets affected.
+//     A closed segment is decoded whole only when its last record cannot be
+//     proven from the log-wide index hint (Repair always decodes it whole).
 //   - Segments cover the log without gaps from the retained minimum to the
 //     end: a missing segment, or an older one cut short, is a *CorruptError
 //     naming the missing range. Segments retention removed are not gaps.

@@ -82,9 +82,11 @@ func Repair(dir string, opts RepairOptions) (RepairReport, error) {
 		if err != nil {
 			return rep, err
 		}
-		read, closeRead := openEntryReader(filepath.Join(dir, "index", logIndexName))
-		ins, err := inspectLog(walDir, segs, factsOf(ck), read)
-		closeRead()
+		// No log-wide index hints: Open proves a closed segment by its last
+		// record only (reopening must not re-read the log), Repair decodes
+		// every record of every segment, so a damaged record inside a
+		// closed segment (which Read refuses with ErrCorrupt) is found too.
+		ins, err := inspectLog(walDir, segs, factsOf(ck), nil)
 		var ce *CorruptError
 		switch {
 		case err == nil && ins.cut.seg < 0:

@@ -284,6 +284,13 @@ func (s *Store) usable() error {
 	return s.failErr
 }
 
+// usableShared is usable for callers that do not hold mu.
+func (s *Store) usableShared() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.usable()
+}
+
 // fail puts the store into the failed state. Callers hold mu exclusively.
 func (s *Store) fail(err error) error {
 	if s.failErr == nil {
