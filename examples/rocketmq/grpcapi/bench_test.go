@@ -45,7 +45,7 @@ func benchSend(b *testing.B, flush string) {
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -62,9 +62,18 @@ func benchSend(b *testing.B, flush string) {
 		}()
 	}
 	wg.Wait()
-	el := time.Since(start)
+	el, cpu := time.Since(start), processCPU()-cpu0
 	b.StopTimer()
 	reportLatency(b, lat, el)
+	reportCPU(b, cpu, b.N)
+}
+
+// reportCPU reports the process's CPU time per message (client and server
+// together): steadier than msgs/s on a shared machine.
+func reportCPU(b *testing.B, cpu time.Duration, msgs int) {
+	if cpu > 0 && msgs > 0 {
+		b.ReportMetric(float64(cpu.Microseconds())/float64(msgs), "cpu-µs/msg")
+	}
 }
 
 func reportLatency(b *testing.B, lat [][]time.Duration, el time.Duration) {
@@ -162,7 +171,7 @@ func BenchmarkGRPCReceiveAck32(b *testing.B) {
 	defer cancel()
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Add(1)
@@ -185,7 +194,8 @@ func BenchmarkGRPCReceiveAck32(b *testing.B) {
 		}()
 	}
 	wg.Wait()
-	el := time.Since(start)
+	el, cpu := time.Since(start), processCPU()-cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(done.Load())/el.Seconds(), "msgs/s")
+	reportCPU(b, cpu, int(done.Load()))
 }
