@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strconv"
-	"strings"
 	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
@@ -50,11 +49,20 @@ func messageID(m *store.Message) string {
 // digest is the CRC32 the client checks, in its exact spelling: upper-case
 // hex without padding.
 func digest(body []byte) *v2.Digest {
-	return &v2.Digest{Type: v2.DigestType_CRC32, Checksum: strings.ToUpper(strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 16))}
+	var buf [8]byte
+	b := strconv.AppendUint(buf[:0], uint64(crc32.ChecksumIEEE(body)), 16)
+	for i, c := range b {
+		if 'a' <= c && c <= 'f' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return &v2.Digest{Type: v2.DigestType_CRC32, Checksum: string(b)}
 }
 
-// toProto renders a popped message for a ReceiveMessage answer.
-func toProto(m *store.Message, handle string, attempts int, invisible time.Duration) *v2.Message {
+// toProto renders a popped message for a ReceiveMessage answer. invisible
+// is shared by the messages of one answer (each is marshalled in turn and
+// none is changed after).
+func toProto(m *store.Message, handle string, attempts int, invisible *durationpb.Duration) *v2.Message {
 	sp := &v2.SystemProperties{
 		Keys:              m.Keys,
 		MessageId:         messageID(m),
@@ -68,7 +76,7 @@ func toProto(m *store.Message, handle string, attempts int, invisible time.Durat
 		ReceiptHandle:     &handle,
 		QueueId:           int32(m.QueueID),
 		QueueOffset:       ptr(m.QueueOffset),
-		InvisibleDuration: durationpb.New(invisible),
+		InvisibleDuration: invisible,
 		DeliveryAttempt:   ptr(int32(attempts)),
 	}
 	if m.Tags != "" {

@@ -19,7 +19,13 @@ type receipt struct {
 }
 
 func (r receipt) String() string {
-	return strconv.Itoa(r.queue) + "." + strconv.FormatInt(r.offset, 10) + "." + r.pop
+	var buf [128]byte // one allocation (the string) for a usual handle
+	b := strconv.AppendInt(buf[:0], int64(r.queue), 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, r.offset, 10)
+	b = append(b, '.')
+	b = append(b, r.pop...)
+	return string(b)
 }
 
 func parseReceipt(h string) (receipt, error) {

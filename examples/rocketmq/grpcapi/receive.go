@@ -8,6 +8,7 @@ import (
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/brokercore/brokercore/pop"
 )
@@ -45,10 +46,11 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.Serve
 	if len(res.Messages) == 0 {
 		return sendStatus(stream, status(v2.Code_MESSAGE_NOT_FOUND, "no new message"))
 	}
+	invisible := durationpb.New(res.Invisible)
 	for i, d := range res.Messages {
 		h := receipt{queue: d.Message.QueueID, offset: d.Message.QueueOffset, pop: d.Handle}.String()
 		if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{
-			Message: toProto(d.Message, h, d.Attempts, res.Invisible),
+			Message: toProto(d.Message, h, d.Attempts, invisible),
 		}}); err != nil {
 			s.release(preq, res.Messages[i:])
 			return err
