@@ -16,6 +16,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -161,8 +162,8 @@ func TestPullConsumerResumesFromCommittedOffsetsAfterRestart(t *testing.T) {
 		}
 		return sum
 	}
-	require.Eventually(t, func() bool { return committed() == int64(len(first)) }, 5*time.Second, 20*time.Millisecond,
-		"every acked message committed, nothing else: %d of %d", committed(), len(first))
+	assert.Eventually(t, func() bool { return committed() == int64(len(first)) }, 5*time.Second, 20*time.Millisecond)
+	require.Equal(t, int64(len(first)), committed(), "every acked message committed, nothing else")
 
 	require.NoError(t, b.Restart())
 

@@ -347,44 +347,53 @@ func (c *Conn) enqueue(resp *Command) {
 	}
 }
 
+// writeLoop writes the answers until the connection ends. A failed write
+// does not close the socket: a client that resets the connection (it
+// closed with answers unread) may have sent requests the read loop has
+// not read yet, oneway commits above all, and those are still served. The
+// loop drops every later answer and the read loop ends the connection.
 func (c *Conn) writeLoop() {
 	w := bufio.NewWriterSize(c.nc, 64<<10)
-	write := func(cmd *Command) bool {
+	broken := false
+	fail := func(err error) {
+		if !broken {
+			broken = true
+			c.srv.writeErrors.Add(1)
+			c.srv.log.Debug("write failed: dropping answers until the connection ends", "channel", c.id, "err", err)
+		}
+	}
+	write := func(cmd *Command) {
+		if broken {
+			return
+		}
 		b, err := Encode(cmd)
 		if err != nil {
 			c.srv.log.Error("encode response", "channel", c.id, "err", err)
 			b, _ = Encode(&Command{Code: SystemError, Flag: cmd.Flag, Opaque: cmd.Opaque, Remark: "encode: " + err.Error()})
 		}
 		if _, err := w.Write(b); err != nil {
-			c.srv.writeErrors.Add(1)
-			c.nc.Close()
-			return false
+			fail(err)
 		}
-		return true
 	}
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case cmd := <-c.out:
-			if !write(cmd) {
-				return
-			}
+			write(cmd)
 		drain:
 			for {
 				select {
 				case cmd := <-c.out:
-					if !write(cmd) {
-						return
-					}
+					write(cmd)
 				default:
 					break drain
 				}
 			}
-			if err := w.Flush(); err != nil {
-				c.srv.writeErrors.Add(1)
-				c.nc.Close()
-				return
+			if !broken {
+				if err := w.Flush(); err != nil {
+					fail(err)
+				}
 			}
 		}
 	}
