@@ -2,6 +2,7 @@ package pop
 
 import (
 	"fmt"
+	"hash/maphash"
 	"time"
 )
 
@@ -21,14 +22,20 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 	if s.isClosed() {
 		return handle{}, nil, s.closedErr(op)
 	}
-	h, mac, err := parseHandle(str)
-	gt, known := s.gts.Load(gtKey{h.group, h.topic})
+	var buf [192]byte
+	h, p, err := parseHandleIn(buf[:], str)
+	gt, known := s.knownGT(p)
+	if known {
+		h.group, h.topic = gt.key.group, gt.key.topic
+	} else {
+		h.group, h.topic = string(p.group), string(p.topic)
+		gt, known = s.gts.Load(gtKey{h.group, h.topic})
+	}
 	if err == nil {
-		tag := s.signer.tag
 		if known {
-			err = s.badMAC(&h, mac, gt.tag)
+			err = s.badMAC(&h, p.mac, gt.tag)
 		} else {
-			err = s.badMAC(&h, mac, tag(h.group, h.topic))
+			err = s.badMAC(&h, p.mac, s.signer.tag(h.group, h.topic))
 		}
 	}
 	if err != nil {
@@ -42,7 +49,30 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 	if !known {
 		return h, nil, s.stale(op, h, fmt.Errorf("handle of %s@%s: unknown group@topic: %w", h.group, h.topic, ErrStaleHandle))
 	}
+	s.remember(gt)
 	return h, gt, nil
+}
+
+// knownGT finds the group@topic of a parsed handle in the small cache
+// s.recent, comparing its names without converting them to strings (no
+// allocation per ack); a miss is looked up by name.
+func (s *Service) knownGT(p parsed) (*groupTopic, bool) {
+	if p.names == nil {
+		return nil, false
+	}
+	gt := s.recent[maphash.Bytes(s.seed, p.names)%uint64(len(s.recent))].Load()
+	if gt == nil || gt.names != string(p.names) {
+		return nil, false
+	}
+	return gt, true
+}
+
+// remember puts gt in s.recent.
+func (s *Service) remember(gt *groupTopic) {
+	slot := &s.recent[maphash.String(s.seed, gt.names)%uint64(len(s.recent))]
+	if slot.Load() != gt {
+		slot.Store(gt)
+	}
 }
 
 func (s *Service) badMAC(h *handle, mac [handleMACLen]byte, tag gtTag) error {
@@ -210,5 +240,5 @@ func (s *Service) ChangeInvisible(handleStr string, d time.Duration) (string, er
 	h.gen = e.gen
 	gt.mu.Unlock()
 	s.st.changes.Add(1)
-	return s.signer.encodeWith(h, gt.tag), nil
+	return s.signer.encodeWith(h, gt.tag, gt.names), nil
 }

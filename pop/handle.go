@@ -89,14 +89,26 @@ func (s *signer) mac(h *handle, x gtTag) [16]byte {
 	return x
 }
 
-// encode is encodeWith for a group@topic whose tag is not at hand.
-func (s *signer) encode(h handle) string { return s.encodeWith(h, s.tag(h.group, h.topic)) }
+// encode is encodeWith for a group@topic whose tag and names are not at
+// hand.
+func (s *signer) encode(h handle) string {
+	return s.encodeWith(h, s.tag(h.group, h.topic), handleNames(h.group, h.topic))
+}
 
-// encodeWith encodes and MACs h with its group@topic's tag.
-func (s *signer) encodeWith(h handle, tag gtTag) string {
+// handleNames is the tail of a handle's body: the length-prefixed group
+// and topic. A groupTopic computes it once.
+func handleNames(group, topic string) string {
+	b := binary.AppendUvarint(nil, uint64(len(group)))
+	b = append(b, group...)
+	b = binary.AppendUvarint(b, uint64(len(topic)))
+	return string(append(b, topic...))
+}
+
+// encodeWith encodes and MACs h with its group@topic's tag and names.
+func (s *signer) encodeWith(h handle, tag gtTag, names string) string {
 	var buf [128]byte
 	b := buf[:0]
-	if n := 1 + 8 + 5*binary.MaxVarintLen64 + len(h.group) + len(h.topic) + handleMACLen; n > len(buf) {
+	if n := 1 + 8 + 4*binary.MaxVarintLen64 + len(names) + handleMACLen; n > len(buf) {
 		b = make([]byte, 0, n)
 	}
 	b = append(b, handleVersion)
@@ -105,10 +117,7 @@ func (s *signer) encodeWith(h handle, tag gtTag) string {
 	b = binary.AppendUvarint(b, uint64(h.queue))
 	b = binary.AppendUvarint(b, uint64(h.offset))
 	b = binary.AppendUvarint(b, uint64(h.gen))
-	b = binary.AppendUvarint(b, uint64(len(h.group)))
-	b = append(b, h.group...)
-	b = binary.AppendUvarint(b, uint64(len(h.topic)))
-	b = append(b, h.topic...)
+	b = append(b, names...)
 	mac := s.mac(&h, tag)
 	b = append(b, mac[:handleMACLen]...)
 	var out [256]byte
@@ -140,73 +149,106 @@ func (s *signer) verify(h *handle, mac [handleMACLen]byte, tag gtTag) bool {
 // parseHandle parses a handle without verifying its MAC. Every failure
 // wraps ErrBadHandle.
 func parseHandle(str string) (handle, [handleMACLen]byte, error) {
-	var mac [handleMACLen]byte
-	if len(str) == 0 || len(str) > maxHandleLen {
-		return handle{}, mac, fmt.Errorf("handle of %d bytes: %w", len(str), ErrBadHandle)
-	}
 	var buf [192]byte
-	b := buf[:]
+	h, p, err := parseHandleIn(buf[:], str)
+	h.group, h.topic = string(p.group), string(p.topic)
+	return h, p.mac, err
+}
+
+// parsed is what parseHandleIn leaves in its buffer: the MAC, the group
+// and topic, and names, the body's tail that holds both (handleNames).
+type parsed struct {
+	mac          [handleMACLen]byte
+	group, topic []byte
+	names        []byte
+}
+
+// parseHandleIn parses a handle, decoding it into buf (or a larger buffer
+// if buf is too small), without verifying its MAC; h's group and topic are
+// left empty, the parsed ones point into the buffer. Every failure wraps
+// ErrBadHandle.
+func parseHandleIn(buf []byte, str string) (handle, parsed, error) {
+	var p parsed
+	if len(str) == 0 || len(str) > maxHandleLen {
+		return handle{}, p, fmt.Errorf("handle of %d bytes: %w", len(str), ErrBadHandle)
+	}
+	b := buf
 	if n := base64.RawURLEncoding.DecodedLen(len(str)); n > len(buf) {
 		b = make([]byte, n)
 	}
 	// Decode reads str's bytes in place (no copy): it never writes its src.
 	n, err := base64.RawURLEncoding.Decode(b, unsafe.Slice(unsafe.StringData(str), len(str)))
 	if err != nil || base64.RawURLEncoding.EncodedLen(n) != len(str) { // the decoder skips \r and \n: not ours
-		return handle{}, mac, fmt.Errorf("handle encoding: %w", ErrBadHandle)
+		return handle{}, p, fmt.Errorf("handle encoding: %w", ErrBadHandle)
 	}
 	b = b[:n]
 	if len(b) < 1+8+handleMACLen || b[0] != handleVersion {
-		return handle{}, mac, fmt.Errorf("handle header: %w", ErrBadHandle)
+		return handle{}, p, fmt.Errorf("handle header: %w", ErrBadHandle)
 	}
-	copy(mac[:], b[len(b)-handleMACLen:])
-	h, err := parseBody(b[:len(b)-handleMACLen])
-	return h, mac, err
+	h, p, err := parseBody(b[:len(b)-handleMACLen])
+	copy(p.mac[:], b[len(b)-handleMACLen:])
+	return h, p, err
 }
 
-// bodyReader reads the varints and strings of a handle's body.
-type bodyReader struct {
-	r   []byte
-	err error
-}
-
-func (br *bodyReader) uvarint(what string, limit uint64) uint64 {
-	if br.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(br.r)
+// field reads a uvarint of at most limit off the front of r.
+func field(r []byte, limit uint64) (uint64, []byte, bool) {
+	v, n := binary.Uvarint(r)
 	if n <= 0 || v > limit {
-		br.err = fmt.Errorf("handle %s: %w", what, ErrBadHandle)
-		return 0
+		return 0, r, false
 	}
-	br.r = br.r[n:]
-	return v
+	return v, r[n:], true
 }
 
-func (br *bodyReader) str(what string) string {
-	n := br.uvarint(what, uint64(len(br.r)))
-	if br.err == nil && (n == 0 || n > uint64(len(br.r))) { // the length is checked again past its own varint
-		br.err = fmt.Errorf("handle %s: %w", what, ErrBadHandle)
+// name reads a non-empty length-prefixed string off the front of r.
+func name(r []byte) ([]byte, []byte, bool) {
+	n, r, ok := field(r, uint64(len(r)))
+	if !ok || n == 0 || n > uint64(len(r)) { // the length is checked again past its own varint
+		return nil, r, false
 	}
-	if br.err != nil {
-		return ""
-	}
-	out := string(br.r[:n])
-	br.r = br.r[n:]
-	return out
+	return r[:n:n], r[n:], true
 }
 
-// parseBody parses version | nonce | varints | strings (no MAC).
-func parseBody(body []byte) (handle, error) {
+// parseBody parses version | nonce | varints | strings (no MAC); the
+// group, topic and names go to p. (Plain locals and no struct holding
+// both the body and the error: escape analysis then sees no flow from the
+// body to the error, and the decode buffer stays on the caller's stack.)
+func parseBody(body []byte) (handle, parsed, error) {
 	h := handle{nonce: binary.BigEndian.Uint64(body[1:9])}
-	br := &bodyReader{r: body[9:]}
-	h.inc = br.uvarint("incarnation", ^uint64(0))
-	h.queue = int(br.uvarint("queue", 1<<31-1))
-	h.offset = int64(br.uvarint("offset", 1<<63-1))
-	h.gen = uint32(br.uvarint("generation", 1<<32-1))
-	h.group = br.str("group")
-	h.topic = br.str("topic")
-	if br.err == nil && len(br.r) != 0 {
-		br.err = fmt.Errorf("handle trailing bytes: %w", ErrBadHandle)
+	r := body[9:]
+	var p parsed
+	var v uint64
+	ok, what := true, ""
+	for i, f := range [...]struct {
+		what  string
+		limit uint64
+	}{{"incarnation", ^uint64(0)}, {"queue", 1<<31 - 1}, {"offset", 1<<63 - 1}, {"generation", 1<<32 - 1}} {
+		if v, r, ok = field(r, f.limit); !ok {
+			what = f.what
+			break
+		}
+		switch i {
+		case 0:
+			h.inc = v
+		case 1:
+			h.queue = int(v)
+		case 2:
+			h.offset = int64(v)
+		case 3:
+			h.gen = uint32(v)
+		}
 	}
-	return h, br.err
+	if ok {
+		p.names = r
+		if p.group, r, ok = name(r); !ok {
+			what = "group"
+		} else if p.topic, r, ok = name(r); !ok {
+			what = "topic"
+		} else if len(r) != 0 {
+			ok, what = false, "trailing bytes"
+		}
+	}
+	if !ok {
+		return h, parsed{}, fmt.Errorf("handle %s: %w", what, ErrBadHandle)
+	}
+	return h, p, nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"sync"
@@ -82,7 +83,8 @@ type gtKey struct{ group, topic string }
 // Offsets in order; it is taken before mu, never while holding it.
 type groupTopic struct {
 	key      gtKey
-	tag      gtTag // of its receipt handles
+	tag      gtTag  // of its receipt handles
+	names    string // their group and topic, encoded (handleNames)
 	mu       sync.Mutex
 	commitMu sync.Mutex
 	lock     topicLock
@@ -127,6 +129,8 @@ type Service struct {
 	coreCfg coreConfig
 
 	gts      *xsync.MapOf[gtKey, *groupTopic]
+	recent   [64]atomic.Pointer[groupTopic] // the group@topics of recent acks, by hash of their names
+	seed     maphash.Seed
 	topicsMu sync.RWMutex
 	topics   map[string][]*groupTopic
 
@@ -175,6 +179,7 @@ func New(src Source, opts Options) *Service {
 		signer:  newSigner(opts.HandleKey),
 		nonce:   binary.BigEndian.Uint64(nb[:]),
 		gts:     xsync.NewMapOf[gtKey, *groupTopic](),
+		seed:    maphash.MakeSeed(),
 		topics:  make(map[string][]*groupTopic),
 		done:    make(chan struct{}),
 	}
@@ -243,7 +248,7 @@ func (s *Service) groupTopic(group, topic string) *groupTopic {
 		return gt
 	}
 	gt, loaded := s.gts.LoadOrCompute(k, func() *groupTopic {
-		return &groupTopic{key: k, tag: s.signer.tag(group, topic), core: newCore(group, topic, s.coreCfg, s.log, &s.st),
+		return &groupTopic{key: k, tag: s.signer.tag(group, topic), names: handleNames(group, topic), core: newCore(group, topic, s.coreCfg, s.log, &s.st),
 			view: gtView{src: s.src, offsets: s.offsets, group: group, topic: topic}}
 	})
 	if !loaded {
@@ -316,8 +321,7 @@ func (s *Service) deliveries(gt *groupTopic, picks []pick) []Delivery {
 			Attempts: int(p.att),
 			Handle: s.signer.encodeWith(handle{
 				nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen,
-				group: gt.key.group, topic: gt.key.topic,
-			}, gt.tag),
+			}, gt.tag, gt.names),
 		}
 	}
 	return out
