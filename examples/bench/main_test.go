@@ -57,8 +57,8 @@ func TestEveryCaseRunsAndLeavesNoDataBehind(t *testing.T) {
 			t.Errorf("row %q missing from the table", r.c.system)
 		}
 	}
-	if len(res) != 20 {
-		t.Errorf("%d cases, want 20", len(res))
+	if len(res) != 23 {
+		t.Errorf("%d cases, want 23", len(res))
 	}
 	for _, v := range []string{"nats-server/v2 v", "nats.go v", "tidwall/wal v"} {
 		if !strings.Contains(out.String(), v) {

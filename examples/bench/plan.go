@@ -20,7 +20,7 @@ const (
 	wReopen  = "reopen"  // open/restart a log of many messages
 )
 
-var allWorkloads = []string{wAppend, wDurable, wConsume, wReopen}
+var allWorkloads = []string{wAppend, wDurable, wConsume, wReopen, wPop}
 
 // sizes say how much work each run does.
 type sizes struct {
@@ -116,6 +116,8 @@ func cases(cfg *config) []*bcase {
 				storeCrashCase("brokercore store Open after kill", "jetstream restart after kill", cfg.reopenN, cfg.reopenMsg),
 				jsCrashCase("jetstream restart after kill", cfg.reopenN, cfg.reopenMsg),
 			)
+		case wPop:
+			cs = popCases(cfg)
 		}
 		for _, c := range cs {
 			c.workload = w
