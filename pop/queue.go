@@ -69,7 +69,7 @@ type queueState struct {
 	slab      []entry
 	free      []int32         // unused slab slots
 	live      map[int64]int32 // offset → slab slot
-	order     []int64         // offsets with an entry, increasing; settled ones dropped lazily
+	order     []orderRef      // offsets with an entry, increasing; settled ones dropped lazily
 	head      int             // order[:head] is dropped
 	lanes     []lane          // invisible entries by duration, in visible-time order (lanes.go)
 	hidden    []int32         // other invisible entries' slots: a min-heap on visibleAt
@@ -79,6 +79,22 @@ type queueState struct {
 	dlDue     []int32         // slots of entries due for DeadLetter
 	batch     fifoBatch
 	fifoUsed  bool // a FIFO batch was formed: acks may unblock waiters
+}
+
+// orderRef is an offset of queueState.order and the slab slot its entry
+// was given: the entry is still there while slab[slot].off is off (a
+// settled entry's off is -1), which needs no map lookup.
+type orderRef struct {
+	off  int64
+	slot int32
+}
+
+// liveAt returns the entry r names, or nil once it was settled.
+func (q *queueState) liveAt(r orderRef) *entry {
+	if int(r.slot) < len(q.slab) && q.slab[r.slot].off == r.off {
+		return &q.slab[r.slot]
+	}
+	return nil
 }
 
 // pick is one delivery decided by the core; the driver turns it into a
@@ -110,7 +126,7 @@ func (q *queueState) get(off int64) *entry {
 // committing counts as settled.
 func (q *queueState) low() int64 {
 	for q.head < len(q.order) {
-		e := q.get(q.order[q.head])
+		e := q.liveAt(q.order[q.head])
 		if e != nil {
 			if e.where != detached {
 				return e.off
@@ -119,9 +135,9 @@ func (q *queueState) low() int64 {
 		}
 		q.head++
 	}
-	for _, off := range q.order[q.head:] {
-		if e := q.get(off); e != nil && e.where != detached {
-			return off
+	for _, r := range q.order[q.head:] {
+		if e := q.liveAt(r); e != nil && e.where != detached {
+			return r.off
 		}
 	}
 	return q.next
@@ -134,9 +150,9 @@ func (q *queueState) compact() {
 		return
 	}
 	o := q.order[:0]
-	for _, off := range q.order[q.head:] {
-		if _, ok := q.live[off]; ok {
-			o = append(o, off)
+	for _, r := range q.order[q.head:] {
+		if q.liveAt(r) != nil {
+			o = append(o, r)
 		}
 	}
 	clear(q.order[len(o):])
@@ -155,7 +171,7 @@ func (q *queueState) add(off int64, batch uint64) *entry {
 	q.slab[i] = entry{off: off, batch: batch, slot: i, hidx: -1, where: detached}
 	q.live[off] = i
 	q.compact()
-	q.order = append(q.order, off)
+	q.order = append(q.order, orderRef{off: off, slot: i})
 	q.next = off + 1
 	return &q.slab[i]
 }
@@ -209,7 +225,7 @@ func (q *queueState) settle(e *entry) {
 	q.detach(e)
 	delete(q.live, e.off)
 	q.free = append(q.free, e.slot)
-	*e = entry{}
+	*e = entry{off: -1} // no orderRef names it any more (liveAt)
 	if len(q.live) == 0 && len(q.slab) > 1024 {
 		q.slab, q.free = nil, nil // give a drained queue's slab back
 	}
