@@ -144,19 +144,23 @@ func (q *queueState) low() int64 {
 }
 
 // compact drops settled offsets from order once they are most of it, so a
-// never-acked head message does not make order grow with every pop.
+// never-acked head message does not make order grow with every pop; and
+// once the prefix low() walked past (order[:head]) is most of order, it
+// moves the rest down, so acks in order do not make it grow either.
 func (q *queueState) compact() {
-	if n := len(q.order) - q.head; n < 64 || n < 2*len(q.live) {
-		return
-	}
-	o := q.order[:0]
-	for _, r := range q.order[q.head:] {
-		if q.liveAt(r) != nil {
-			o = append(o, r)
+	n := len(q.order) - q.head
+	switch {
+	case n >= 64 && n >= 2*len(q.live):
+		o := q.order[:0]
+		for _, r := range q.order[q.head:] {
+			if q.liveAt(r) != nil {
+				o = append(o, r)
+			}
 		}
+		q.order, q.head = o, 0
+	case q.head >= 64 && q.head >= n:
+		q.order, q.head = q.order[:copy(q.order, q.order[q.head:])], 0
 	}
-	clear(q.order[len(o):])
-	q.order, q.head = o, 0
 }
 
 // add records the first delivery of off (at next).
