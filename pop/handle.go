@@ -106,6 +106,13 @@ func handleNames(group, topic string) string {
 
 // encodeWith encodes and MACs h with its group@topic's tag and names.
 func (s *signer) encodeWith(h handle, tag gtTag, names string) string {
+	var out [256]byte
+	b := s.appendHandle(out[:0], h, tag, names)
+	return string(b) // one allocation per handle
+}
+
+// appendHandle appends the encoded, MACed h to dst.
+func (s *signer) appendHandle(dst []byte, h handle, tag gtTag, names string) []byte {
 	var buf [128]byte
 	b := buf[:0]
 	if n := 1 + 8 + 4*binary.MaxVarintLen64 + len(names) + handleMACLen; n > len(buf) {
@@ -120,12 +127,7 @@ func (s *signer) encodeWith(h handle, tag gtTag, names string) string {
 	b = append(b, names...)
 	mac := s.mac(&h, tag)
 	b = append(b, mac[:handleMACLen]...)
-	var out [256]byte
-	if n := base64.RawURLEncoding.EncodedLen(len(b)); n <= len(out) {
-		base64.RawURLEncoding.Encode(out[:n], b)
-		return string(out[:n]) // one allocation per handle
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
+	return base64.RawURLEncoding.AppendEncode(dst, b)
 }
 
 // decode verifies and parses a handle. Every failure wraps ErrBadHandle.

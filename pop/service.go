@@ -313,16 +313,25 @@ func (s *Service) clamp(d time.Duration) (time.Duration, bool) {
 	return d, false
 }
 
+// deliveries turns picks into Deliveries. The handles of one pop are
+// encoded into one buffer and made one string, which each handle slices:
+// one allocation for all of them.
 func (s *Service) deliveries(gt *groupTopic, picks []pick) []Delivery {
 	out := make([]Delivery, len(picks))
+	var buf [MaxBatch * 96]byte
+	b := buf[:0]
+	ends := make([]int, 0, MaxBatch)
+	for _, p := range picks {
+		b = s.signer.appendHandle(b, handle{
+			nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen,
+		}, gt.tag, gt.names)
+		ends = append(ends, len(b))
+	}
+	all := string(b)
+	start := 0
 	for i, p := range picks {
-		out[i] = Delivery{
-			Message:  p.msg,
-			Attempts: int(p.att),
-			Handle: s.signer.encodeWith(handle{
-				nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen,
-			}, gt.tag, gt.names),
-		}
+		out[i] = Delivery{Message: p.msg, Attempts: int(p.att), Handle: all[start:ends[i]]}
+		start = ends[i]
 	}
 	return out
 }
