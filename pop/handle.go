@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -75,18 +76,25 @@ func (s *signer) tag(group, topic string) gtTag {
 	return x
 }
 
-func (s *signer) mac(h *handle, x gtTag) [16]byte {
+// macBlocks are the blocks mac encrypts in: what a cipher.Block (an
+// interface) encrypts escapes, so a local array would be an allocation per
+// MAC.
+var macBlocks = sync.Pool{New: func() any { return new([16]byte) }}
+
+func (s *signer) mac(h *handle, tag gtTag) [16]byte {
+	x := macBlocks.Get().(*[16]byte)
+	defer macBlocks.Put(x)
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], h.nonce)
 	binary.BigEndian.PutUint64(b[8:], h.inc)
-	subtle.XORBytes(x[:], x[:], b[:])
+	subtle.XORBytes(x[:], tag[:], b[:])
 	s.block.Encrypt(x[:], x[:])
 	binary.BigEndian.PutUint32(b[:4], uint32(h.queue))
 	binary.BigEndian.PutUint32(b[4:8], h.gen)
 	binary.BigEndian.PutUint64(b[8:], uint64(h.offset))
 	subtle.XORBytes(x[:], x[:], b[:])
 	s.block.Encrypt(x[:], x[:])
-	return x
+	return *x
 }
 
 // encode is encodeWith for a group@topic whose tag and names are not at
