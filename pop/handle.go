@@ -82,19 +82,17 @@ func (s *signer) tag(group, topic string) gtTag {
 var macBlocks = sync.Pool{New: func() any { return new([16]byte) }}
 
 func (s *signer) mac(h *handle, tag gtTag) [16]byte {
+	be := binary.BigEndian
 	x := macBlocks.Get().(*[16]byte)
-	defer macBlocks.Put(x)
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], h.nonce)
-	binary.BigEndian.PutUint64(b[8:], h.inc)
-	subtle.XORBytes(x[:], tag[:], b[:])
+	be.PutUint64(x[:8], be.Uint64(tag[:8])^h.nonce)
+	be.PutUint64(x[8:], be.Uint64(tag[8:])^h.inc)
 	s.block.Encrypt(x[:], x[:])
-	binary.BigEndian.PutUint32(b[:4], uint32(h.queue))
-	binary.BigEndian.PutUint32(b[4:8], h.gen)
-	binary.BigEndian.PutUint64(b[8:], uint64(h.offset))
-	subtle.XORBytes(x[:], x[:], b[:])
+	be.PutUint64(x[:8], be.Uint64(x[:8])^(uint64(uint32(h.queue))<<32|uint64(h.gen)))
+	be.PutUint64(x[8:], be.Uint64(x[8:])^uint64(h.offset))
 	s.block.Encrypt(x[:], x[:])
-	return *x
+	out := *x
+	macBlocks.Put(x)
+	return out
 }
 
 // encode is encodeWith for a group@topic whose tag and names are not at
