@@ -10,8 +10,9 @@ import (
 //
 // Commits run outside gt.mu: an Offsets implementation may write and
 // fsync a file. They are serialized per group@topic by gt.commitMu, taken
-// before gt.mu, and each one commits the low-water mark as it is at its
-// turn, so commits reach Offsets in order and never go backwards. An
+// before gt.mu (or tried while holding it: TryLock never waits), and each
+// one commits the low-water mark as it is at its turn, so commits reach
+// Offsets in order and never go backwards. An
 // entry whose ack is committing is detached: no pop delivers it, no other
 // handle settles it, and the low-water mark passes it; if the commit
 // fails it is put back, so the ack is not applied and its handle stays
@@ -115,6 +116,13 @@ func (s *Service) Ack(handleStr string) error {
 		gt.mu.Unlock()
 		return nil
 	}
+	if gt.commitMu.TryLock() {
+		// No commit is running: take the turn without letting go of mu
+		// (TryLock cannot wait, so the lock order holds), as commitAck
+		// would after taking commitMu and mu again.
+		defer gt.commitMu.Unlock()
+		return s.commitTurnLocked(gt, qs, h, inBatch)
+	}
 	gt.mu.Unlock()
 	return s.commitAck(gt, qs, h, inBatch)
 }
@@ -134,6 +142,12 @@ func (s *Service) commitAck(gt *groupTopic, qs *queueState, h handle, inBatch bo
 	gt.commitMu.Lock()
 	defer gt.commitMu.Unlock()
 	gt.mu.Lock()
+	return s.commitTurnLocked(gt, qs, h, inBatch)
+}
+
+// commitTurnLocked is commitAck's turn: called holding gt.commitMu and
+// gt.mu, it returns having released gt.mu.
+func (s *Service) commitTurnLocked(gt *groupTopic, qs *queueState, h handle, inBatch bool) error {
 	low, current := qs.low(), gt.core.queues[qs.queue] == qs
 	if !current || (!qs.mustSave && low <= qs.committed) {
 		if e := acking(qs, h); current && e != nil {

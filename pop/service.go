@@ -80,7 +80,8 @@ type gtKey struct{ group, topic string }
 // notify and lockFree; it is only ever held for short in-memory steps —
 // never across a Source read, an Offsets commit, a DeadLetter call or a
 // wait. commitMu serializes the group@topic's commits so that they reach
-// Offsets in order; it is taken before mu, never while holding it.
+// Offsets in order; it is taken before mu, never waited for while
+// holding it (an Ack may TryLock it under mu).
 type groupTopic struct {
 	key      gtKey
 	tag      gtTag  // of its receipt handles
