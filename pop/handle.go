@@ -82,13 +82,30 @@ func (s *signer) tag(group, topic string) gtTag {
 var macBlocks = sync.Pool{New: func() any { return new([16]byte) }}
 
 func (s *signer) mac(h *handle, tag gtTag) [16]byte {
+	first := s.macFirst(h, tag)
+	return s.macLast(h, first)
+}
+
+// macFirst is the first CBC step of a handle's MAC; it depends only on the
+// group@topic, the nonce and the incarnation, so the handles of one queue
+// state share it (deliveries computes it once per queue of a pop).
+func (s *signer) macFirst(h *handle, tag gtTag) [16]byte {
 	be := binary.BigEndian
 	x := macBlocks.Get().(*[16]byte)
 	be.PutUint64(x[:8], be.Uint64(tag[:8])^h.nonce)
 	be.PutUint64(x[8:], be.Uint64(tag[8:])^h.inc)
 	s.block.Encrypt(x[:], x[:])
-	be.PutUint64(x[:8], be.Uint64(x[:8])^(uint64(uint32(h.queue))<<32|uint64(h.gen)))
-	be.PutUint64(x[8:], be.Uint64(x[8:])^uint64(h.offset))
+	out := *x
+	macBlocks.Put(x)
+	return out
+}
+
+// macLast is the last CBC step: the MAC of h after first.
+func (s *signer) macLast(h *handle, first [16]byte) [16]byte {
+	be := binary.BigEndian
+	x := macBlocks.Get().(*[16]byte)
+	be.PutUint64(x[:8], be.Uint64(first[:8])^(uint64(uint32(h.queue))<<32|uint64(h.gen)))
+	be.PutUint64(x[8:], be.Uint64(first[8:])^uint64(h.offset))
 	s.block.Encrypt(x[:], x[:])
 	out := *x
 	macBlocks.Put(x)
@@ -113,12 +130,13 @@ func handleNames(group, topic string) string {
 // encodeWith encodes and MACs h with its group@topic's tag and names.
 func (s *signer) encodeWith(h handle, tag gtTag, names string) string {
 	var out [256]byte
-	b := s.appendHandle(out[:0], h, tag, names)
+	b := s.appendHandle(out[:0], h, s.macFirst(&h, tag), names)
 	return string(b) // one allocation per handle
 }
 
-// appendHandle appends the encoded, MACed h to dst.
-func (s *signer) appendHandle(dst []byte, h handle, tag gtTag, names string) []byte {
+// appendHandle appends the encoded h, MACed after first (macFirst of its
+// group@topic's tag), to dst.
+func (s *signer) appendHandle(dst []byte, h handle, first [16]byte, names string) []byte {
 	var buf [128]byte
 	b := buf[:0]
 	if n := 1 + 8 + 4*binary.MaxVarintLen64 + len(names) + handleMACLen; n > len(buf) {
@@ -131,7 +149,7 @@ func (s *signer) appendHandle(dst []byte, h handle, tag gtTag, names string) []b
 	b = binary.AppendUvarint(b, uint64(h.offset))
 	b = binary.AppendUvarint(b, uint64(h.gen))
 	b = append(b, names...)
-	mac := s.mac(&h, tag)
+	mac := s.macLast(&h, first)
 	b = append(b, mac[:handleMACLen]...)
 	return base64.RawURLEncoding.AppendEncode(dst, b)
 }

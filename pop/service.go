@@ -322,10 +322,14 @@ func (s *Service) deliveries(gt *groupTopic, picks []pick) []Delivery {
 	var buf [MaxBatch * 96]byte
 	b := buf[:0]
 	ends := make([]int, 0, MaxBatch)
+	var first [16]byte // the MAC's first step, the same for all of one queue state's handles
+	var firstOf *queueState
 	for _, p := range picks {
-		b = s.signer.appendHandle(b, handle{
-			nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen,
-		}, gt.tag, gt.names)
+		h := handle{nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen}
+		if p.qs != firstOf {
+			first, firstOf = s.signer.macFirst(&h, gt.tag), p.qs
+		}
+		b = s.signer.appendHandle(b, h, first, gt.names)
 		ends = append(ends, len(b))
 	}
 	all := string(b)
