@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -91,4 +92,53 @@ func TestAcksOfManyGroupTopicsEachFindTheirOwn(t *testing.T) {
 		require.ErrorIs(t, s.Ack(h.handle), ErrStaleHandle, "acked twice")
 	}
 	require.Equal(t, uint64(len(all)), s.Stats().Acks)
+}
+
+// The MAC's first step is cached per group@topic for the last queue state
+// acked: acks alternating between queue states (cache misses) and a
+// tampered offset under a cached state (cache hit) are both judged right.
+func TestAckMACCacheAcrossQueueStates(t *testing.T) {
+	src := newMemSource()
+	src.append("T", 0, 8)
+	src.append("T", 1, 8)
+	s := New(src, Options{})
+	defer s.Close()
+	var q0, q1 []string
+	for q, into := range map[int]*[]string{0: &q0, 1: &q1} {
+		r, err := s.Pop(context.Background(), Request{Group: "g", Topic: "T", ClientID: "c", QueueID: q, Max: 8, Invisible: time.Minute})
+		require.NoError(t, err)
+		require.Len(t, r.Messages, 8)
+		for _, d := range r.Messages {
+			*into = append(*into, d.Handle)
+		}
+	}
+	for i := range 4 { // alternate: every ack misses the cache
+		require.NoError(t, s.Ack(q0[i]))
+		require.NoError(t, s.Ack(q1[i]))
+	}
+	require.NoError(t, s.Ack(q0[4])) // the cache now holds queue 0's state
+	h, p, err := parseHandleIn(make([]byte, 192), q0[5])
+	require.NoError(t, err)
+	h.group, h.topic = "g", "T"
+	require.Equal(t, q0[5], base64.RawURLEncoding.EncodeToString(append(encodeBody(h), p.mac[:]...)), "encodeBody re-encodes a handle")
+	h.offset = 7 // another live offset of the same state, with queue 0's MAC for offset 5
+	forged := base64.RawURLEncoding.EncodeToString(append(encodeBody(h), p.mac[:]...))
+	require.ErrorIs(t, s.Ack(forged), ErrBadHandle)
+	for i := 5; i < 8; i++ {
+		require.NoError(t, s.Ack(q0[i]))
+		require.NoError(t, s.Ack(q1[i-1]))
+	}
+	require.NoError(t, s.Ack(q1[7]))
+	require.Equal(t, uint64(16), s.Stats().Acks)
+}
+
+// encodeBody is a handle's body as appendHandle writes it, without MAC.
+func encodeBody(h handle) []byte {
+	b := []byte{handleVersion}
+	b = binary.BigEndian.AppendUint64(b, h.nonce)
+	b = binary.AppendUvarint(b, h.inc)
+	b = binary.AppendUvarint(b, uint64(h.queue))
+	b = binary.AppendUvarint(b, uint64(h.offset))
+	b = binary.AppendUvarint(b, uint64(h.gen))
+	return append(b, handleNames(h.group, h.topic)...)
 }

@@ -168,8 +168,19 @@ func (s *signer) decode(str string) (handle, error) {
 
 // verify reports whether mac is h's under its group@topic's tag.
 func (s *signer) verify(h *handle, mac [handleMACLen]byte, tag gtTag) bool {
-	want := s.mac(h, tag)
+	return s.verifyAfter(h, mac, s.macFirst(h, tag))
+}
+
+// verifyAfter is verify given the MAC's first step (macFirst).
+func (s *signer) verifyAfter(h *handle, mac [handleMACLen]byte, first [16]byte) bool {
+	want := s.macLast(h, first)
 	return subtle.ConstantTimeCompare(mac[:], want[:handleMACLen]) == 1
+}
+
+// firstStep is a macFirst result and what it was computed for.
+type firstStep struct {
+	nonce, inc uint64
+	x          [16]byte
 }
 
 // parseHandle parses a handle without verifying its MAC. Every failure

@@ -84,8 +84,9 @@ type gtKey struct{ group, topic string }
 // holding it (an Ack may TryLock it under mu).
 type groupTopic struct {
 	key      gtKey
-	tag      gtTag  // of its receipt handles
-	names    string // their group and topic, encoded (handleNames)
+	tag      gtTag                     // of its receipt handles
+	names    string                    // their group and topic, encoded (handleNames)
+	ackFirst atomic.Pointer[firstStep] // the MAC's first step of the last handle acked
 	mu       sync.Mutex
 	commitMu sync.Mutex
 	lock     topicLock
