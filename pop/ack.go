@@ -24,19 +24,21 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 		return handle{}, nil, s.closedErr(op)
 	}
 	var buf [192]byte
-	h, p, err := parseHandleIn(buf[:], str)
-	gt, known := s.knownGT(p)
+	var h handle
+	mac, names, err := parseHandleIn(buf[:], str, &h)
+	gt, known := s.knownGT(names)
 	if known {
 		h.group, h.topic = gt.key.group, gt.key.topic
 	} else {
-		h.group, h.topic = string(p.group), string(p.topic)
+		g, t := splitNames(names)
+		h.group, h.topic = string(g), string(t)
 		gt, known = s.gts.Load(gtKey{h.group, h.topic})
 	}
 	if err == nil {
 		if known {
-			err = s.badMACOf(gt, &h, p.mac)
+			err = s.badMACOf(gt, &h, mac)
 		} else {
-			err = s.badMAC(&h, p.mac, s.signer.tag(h.group, h.topic))
+			err = s.badMAC(&h, mac, s.signer.tag(h.group, h.topic))
 		}
 	}
 	if err != nil {
@@ -57,12 +59,12 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 // knownGT finds the group@topic of a parsed handle in the small cache
 // s.recent, comparing its names without converting them to strings (no
 // allocation per ack); a miss is looked up by name.
-func (s *Service) knownGT(p parsed) (*groupTopic, bool) {
-	if p.names == nil {
+func (s *Service) knownGT(names []byte) (*groupTopic, bool) {
+	if names == nil {
 		return nil, false
 	}
-	gt := s.recent[maphash.Bytes(s.seed, p.names)%uint64(len(s.recent))].Load()
-	if gt == nil || gt.names != string(p.names) {
+	gt := s.recent[maphash.Bytes(s.seed, names)%uint64(len(s.recent))].Load()
+	if gt == nil || gt.names != string(names) {
 		return nil, false
 	}
 	return gt, true

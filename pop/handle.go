@@ -187,27 +187,21 @@ type firstStep struct {
 // wraps ErrBadHandle.
 func parseHandle(str string) (handle, [handleMACLen]byte, error) {
 	var buf [192]byte
-	h, p, err := parseHandleIn(buf[:], str)
-	h.group, h.topic = string(p.group), string(p.topic)
-	return h, p.mac, err
+	var h handle
+	mac, names, err := parseHandleIn(buf[:], str, &h)
+	g, t := splitNames(names)
+	h.group, h.topic = string(g), string(t)
+	return h, mac, err
 }
 
-// parsed is what parseHandleIn leaves in its buffer: the MAC, the group
-// and topic, and names, the body's tail that holds both (handleNames).
-type parsed struct {
-	mac          [handleMACLen]byte
-	group, topic []byte
-	names        []byte
-}
-
-// parseHandleIn parses a handle, decoding it into buf (or a larger buffer
-// if buf is too small), without verifying its MAC; h's group and topic are
-// left empty, the parsed ones point into the buffer. Every failure wraps
-// ErrBadHandle.
-func parseHandleIn(buf []byte, str string) (handle, parsed, error) {
-	var p parsed
+// parseHandleIn parses a handle into h, decoding it into buf (or a larger
+// buffer if buf is too small), without verifying its MAC. h's group and
+// topic are left empty: names, the body's tail that holds both
+// (handleNames, split by splitNames), points into the buffer. Every
+// failure wraps ErrBadHandle.
+func parseHandleIn(buf []byte, str string, h *handle) (mac [handleMACLen]byte, names []byte, err error) {
 	if len(str) == 0 || len(str) > maxHandleLen {
-		return handle{}, p, fmt.Errorf("handle of %d bytes: %w", len(str), ErrBadHandle)
+		return mac, nil, fmt.Errorf("handle of %d bytes: %w", len(str), ErrBadHandle)
 	}
 	b := buf
 	if n := base64.RawURLEncoding.DecodedLen(len(str)); n > len(buf) {
@@ -216,15 +210,18 @@ func parseHandleIn(buf []byte, str string) (handle, parsed, error) {
 	// Decode reads str's bytes in place (no copy): it never writes its src.
 	n, err := base64.RawURLEncoding.Decode(b, unsafe.Slice(unsafe.StringData(str), len(str)))
 	if err != nil || base64.RawURLEncoding.EncodedLen(n) != len(str) { // the decoder skips \r and \n: not ours
-		return handle{}, p, fmt.Errorf("handle encoding: %w", ErrBadHandle)
+		return mac, nil, fmt.Errorf("handle encoding: %w", ErrBadHandle)
 	}
 	b = b[:n]
 	if len(b) < 1+8+handleMACLen || b[0] != handleVersion {
-		return handle{}, p, fmt.Errorf("handle header: %w", ErrBadHandle)
+		return mac, nil, fmt.Errorf("handle header: %w", ErrBadHandle)
 	}
-	h, p, err := parseBody(b[:len(b)-handleMACLen])
-	copy(p.mac[:], b[len(b)-handleMACLen:])
-	return h, p, err
+	copy(mac[:], b[len(b)-handleMACLen:])
+	names, what := parseBody(b[:len(b)-handleMACLen], h)
+	if what != "" {
+		return mac, nil, fmt.Errorf("handle %s: %w", what, ErrBadHandle)
+	}
+	return mac, names, nil
 }
 
 // field reads a uvarint of at most limit off the front of r.
@@ -245,47 +242,50 @@ func name(r []byte) ([]byte, []byte, bool) {
 	return r[:n:n], r[n:], true
 }
 
-// parseBody parses version | nonce | varints | strings (no MAC); the
-// group, topic and names go to p. (Plain locals and no struct holding
-// both the body and the error: escape analysis then sees no flow from the
-// body to the error, and the decode buffer stays on the caller's stack.)
-func parseBody(body []byte) (handle, parsed, error) {
-	h := handle{nonce: binary.BigEndian.Uint64(body[1:9])}
+// parseBody parses version | nonce | varints | names (no MAC) into h and
+// returns the names, or what is wrong with the body. (No error value: then
+// escape analysis sees no flow from the body to the heap, and the decode
+// buffer stays on the caller's stack.)
+func parseBody(body []byte, h *handle) (names []byte, what string) {
+	h.nonce = binary.BigEndian.Uint64(body[1:9])
 	r := body[9:]
-	var p parsed
 	var v uint64
-	ok, what := true, ""
-	for i, f := range [...]struct {
-		what  string
-		limit uint64
-	}{{"incarnation", ^uint64(0)}, {"queue", 1<<31 - 1}, {"offset", 1<<63 - 1}, {"generation", 1<<32 - 1}} {
-		if v, r, ok = field(r, f.limit); !ok {
-			what = f.what
-			break
-		}
-		switch i {
-		case 0:
-			h.inc = v
-		case 1:
-			h.queue = int(v)
-		case 2:
-			h.offset = int64(v)
-		case 3:
-			h.gen = uint32(v)
-		}
+	var ok bool
+	if h.inc, r, ok = field(r, ^uint64(0)); !ok {
+		return nil, "incarnation"
 	}
-	if ok {
-		p.names = r
-		if p.group, r, ok = name(r); !ok {
-			what = "group"
-		} else if p.topic, r, ok = name(r); !ok {
-			what = "topic"
-		} else if len(r) != 0 {
-			ok, what = false, "trailing bytes"
-		}
+	if v, r, ok = field(r, 1<<31-1); !ok {
+		return nil, "queue"
 	}
-	if !ok {
-		return h, parsed{}, fmt.Errorf("handle %s: %w", what, ErrBadHandle)
+	h.queue = int(v)
+	if v, r, ok = field(r, 1<<63-1); !ok {
+		return nil, "offset"
 	}
-	return h, p, nil
+	h.offset = int64(v)
+	if v, r, ok = field(r, 1<<32-1); !ok {
+		return nil, "generation"
+	}
+	h.gen = uint32(v)
+	names = r
+	if _, r, ok = name(r); !ok {
+		return nil, "group"
+	}
+	if _, r, ok = name(r); !ok {
+		return nil, "topic"
+	}
+	if len(r) != 0 {
+		return nil, "trailing bytes"
+	}
+	return names, ""
+}
+
+// splitNames splits names checked by parseBody into group and topic (nil,
+// nil for nil).
+func splitNames(names []byte) (group, topic []byte) {
+	if names == nil {
+		return nil, nil
+	}
+	group, r, _ := name(names)
+	topic, _, _ = name(r)
+	return group, topic
 }
