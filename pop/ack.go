@@ -192,6 +192,13 @@ func (s *Service) commitTurnLocked(gt *groupTopic, qs *queueState, h handle, inB
 		qs.hide(e, 0) // the ack is not applied: the handle stays live
 	}
 	gt.mu.Unlock()
+	if s.isClosed() {
+		// The host is closing (the Service first, then its Offsets): the
+		// commit failed because of it, and the caller gets what every call
+		// after Close gets.
+		s.log.Debug("pop: ack not applied, closed during its commit", "group", h.group, "topic", h.topic, "queue", h.queue, "offset", h.offset, "err", err)
+		return fmt.Errorf("ack %s@%s queue %d offset %d: commit %d: %w: %w", h.group, h.topic, h.queue, h.offset, low, s.closedErr("ack"), err)
+	}
 	if ep := gt.view.Epoch(h.queue); ep != qs.epoch {
 		// A reset landed between resolve's epoch check and the commit: the
 		// handle was popped before it, so it is stale.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -140,4 +141,36 @@ func encodeBody(h handle) []byte {
 	b = binary.AppendUvarint(b, uint64(h.offset))
 	b = binary.AppendUvarint(b, uint64(h.gen))
 	return append(b, handleNames(h.group, h.topic)...)
+}
+
+// closingOffsets is a host closing down while an ack commits: the Service
+// is closed and then its Offsets (as brokercore.Broker.Close does), so the
+// commit fails with the Offsets' own "closed" error.
+type closingOffsets struct {
+	*MemoryOffsets
+	svc *Service
+}
+
+func (c *closingOffsets) CommitFenced(group, topic string, q int, off int64, epoch uint64) error {
+	c.svc.Close()
+	return errors.New("offset: manager closed")
+}
+
+// An ack whose commit fails because the host is closing (Service closed
+// first, then its Offsets) answers ErrClosed, as every call after Close
+// does, not the Offsets' error (found by TestAuditBrokerCloseUnderLoad in
+// the root package, which failed about one run in six).
+func TestAckRacingCloseAnswersErrClosed(t *testing.T) {
+	src := newMemSource()
+	src.append("T", 0, 2)
+	offs := &closingOffsets{MemoryOffsets: NewMemoryOffsets()}
+	s := New(src, Options{Offsets: offs})
+	offs.svc = s
+	defer s.Close()
+	r, err := s.Pop(context.Background(), Request{Group: "g", Topic: "T", ClientID: "c", Max: 2, Invisible: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 2)
+	err = s.Ack(r.Messages[0].Handle)
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, s.Ack(r.Messages[1].Handle), ErrClosed)
 }
