@@ -30,7 +30,8 @@ import (
 // message. With broker=child the broker runs in a child process, so the
 // CPU splits exactly: client-cpu-µs/msg is this process (the official
 // client and the benchmark's goroutines), broker-cpu-µs/msg the child
-// (Linux /proc); E2E_BROKER_CPUPROFILE=file writes the child's CPU profile.
+// (Linux /proc), with the broker's read and write system calls per message
+// (the store's appends count as writes); E2E_BROKER_CPUPROFILE=file writes the child's CPU profile.
 func BenchmarkSyncSend16(b *testing.B) {
 	for _, flush := range []string{"sync", "async"} {
 		b.Run("flush="+flush, func(b *testing.B) {
@@ -42,7 +43,13 @@ func BenchmarkSyncSend16(b *testing.B) {
 		ns := freeAddr(b)
 		c := startChild(b, "broker", "E2E_DIR="+b.TempDir(), "E2E_NS="+ns, "E2E_BR="+freeAddr(b), "E2E_FLUSH=async",
 			"E2E_CPUPROFILE="+os.Getenv("E2E_BROKER_CPUPROFILE"))
-		benchSyncSend(b, ns, func() (time.Duration, bool) { return procCPU(c.cmd.Process.Pid) })
+		pid := c.cmd.Process.Pid
+		r0, w0 := procSyscalls(pid)
+		benchSyncSend(b, ns, func() (time.Duration, bool) { return procCPU(pid) })
+		if r1, w1 := procSyscalls(pid); r1 > 0 && b.N >= 1000 {
+			b.ReportMetric(float64(r1-r0)/float64(b.N), "broker-reads/msg")
+			b.ReportMetric(float64(w1-w0)/float64(b.N), "broker-writes/msg")
+		}
 		c.stop(b)
 	})
 }
@@ -103,6 +110,26 @@ func benchSyncSend(b *testing.B, ns string, brokerCPU func() (time.Duration, boo
 	if bcpu, ok := brokerCPU(); ok {
 		b.ReportMetric(float64((bcpu-bcpu0).Microseconds())/n, "broker-cpu-µs/msg")
 	}
+}
+
+// procSyscalls is the number of read and write system calls process pid
+// made (Linux /proc/pid/io; 0, 0 elsewhere).
+func procSyscalls(pid int) (reads, writes int64) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "syscr":
+			reads = n
+		case "syscw":
+			writes = n
+		}
+	}
+	return reads, writes
 }
 
 // selfCPU is this process's user+system CPU time.
