@@ -27,11 +27,12 @@ import (
 // messages synchronously to a 4-queue topic on loopback, under flush=sync
 // (each send fsynced by the store's group commit) and flush=async (fsync
 // every second). Reports msgs/s, p50/p99 send latency and the CPU time per
-// message. With broker=child the broker runs in a child process, so the
-// CPU splits exactly: client-cpu-µs/msg is this process (the official
+// message. flush=async,broker=child runs the broker in a child process, so
+// the CPU splits exactly: client-cpu-µs/msg is this process (the official
 // client and the benchmark's goroutines), broker-cpu-µs/msg the child
 // (Linux /proc), with the broker's read and write system calls per message
-// (the store's appends count as writes); E2E_BROKER_CPUPROFILE=file writes the child's CPU profile.
+// (the store's appends count as writes). E2E_BROKER_CPUPROFILE=file writes
+// the child's CPU profile.
 func BenchmarkSyncSend16(b *testing.B) {
 	for _, flush := range []string{"sync", "async"} {
 		b.Run("flush="+flush, func(b *testing.B) {
@@ -39,7 +40,7 @@ func BenchmarkSyncSend16(b *testing.B) {
 			benchSyncSend(b, br.NameSrv, nil)
 		})
 	}
-	b.Run("flush=async/broker=child", func(b *testing.B) {
+	b.Run("flush=async,broker=child", func(b *testing.B) {
 		ns := freeAddr(b)
 		c := startChild(b, "broker", "E2E_DIR="+b.TempDir(), "E2E_NS="+ns, "E2E_BR="+freeAddr(b), "E2E_FLUSH=async",
 			"E2E_CPUPROFILE="+os.Getenv("E2E_BROKER_CPUPROFILE"))
