@@ -298,12 +298,28 @@ func (r *binReader) bytes32() []byte { return r.need(int(int32(r.u32()))) }
 // Encode returns the whole frame of cmd, its 4-byte length included, with
 // the header in cmd.Serialize's codec.
 func Encode(cmd *Command) ([]byte, error) {
-	return AppendFrame(make([]byte, 0, 136+32*len(cmd.ExtFields)+len(cmd.Remark)+len(cmd.Body)), cmd)
+	return AppendFrame(make([]byte, 0, frameSizeHint(cmd)), cmd)
+}
+
+// frameSizeHint is about the size of cmd's frame (at least, for the usual
+// extFields).
+func frameSizeHint(cmd *Command) int {
+	return 136 + 32*len(cmd.ExtFields) + len(cmd.Remark) + len(cmd.Body)
 }
 
 // AppendFrame appends the whole frame of cmd (as Encode returns it) to dst.
 // On error dst is returned unchanged.
 func AppendFrame(dst []byte, cmd *Command) ([]byte, error) {
+	out, err := appendFrameHead(dst, cmd)
+	if err != nil {
+		return dst, err
+	}
+	return append(out, cmd.Body...), nil
+}
+
+// appendFrameHead appends the frame of cmd up to its body: the lengths
+// (counting the body) and the header.
+func appendFrameHead(dst []byte, cmd *Command) ([]byte, error) {
 	start := len(dst)
 	out := append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // total length, header length: filled in below
 	switch cmd.Serialize {
@@ -322,8 +338,7 @@ func AppendFrame(dst []byte, cmd *Command) ([]byte, error) {
 	if hl > MaxHeader {
 		return dst, fmt.Errorf("%w: header of %d bytes", ErrHeader, hl)
 	}
-	out = append(out, cmd.Body...)
-	binary.BigEndian.PutUint32(out[start:], uint32(len(out)-start-4))
+	binary.BigEndian.PutUint32(out[start:], uint32(4+hl+len(cmd.Body)))
 	binary.BigEndian.PutUint32(out[start+4:], uint32(cmd.Serialize)<<24|uint32(hl))
 	return out, nil
 }

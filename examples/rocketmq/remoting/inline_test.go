@@ -173,3 +173,37 @@ func TestInlineAndWriteLoopAnswersInterleaveWhole(t *testing.T) {
 	require.Len(t, got, n)
 	wg.Wait()
 }
+
+// bodyHandler answers every request with body, through the write loop.
+type bodyHandler struct{ body []byte }
+
+func (h bodyHandler) Serve(_ context.Context, _ *Conn, req *Command) *Command {
+	resp := NewResponse(req, Success, "")
+	resp.Body = h.body
+	return resp
+}
+
+// A large answer (a pull's messages) is written apart from its header; the
+// frame the client reads is the one Encode makes.
+func TestLargeAnswerFrameIsWhole(t *testing.T) {
+	body := make([]byte, 300<<10)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	for _, size := range []int{0, 100, 4 << 10, 4<<10 + 1, len(body)} {
+		cli, _ := servePipe(t, bodyHandler{body: body[:size]})
+		go func() { _, _ = cli.Write(frames(t, CodePullMessage, 1, 2)) }()
+		r := bufio.NewReader(cli)
+		for i := 0; i < 2; i++ {
+			f, err := ReadFrame(r, DefaultMaxFrame)
+			require.NoError(t, err)
+			cmd, err := Decode(f)
+			require.NoError(t, err)
+			require.Equal(t, Success, cmd.Code)
+			require.Equal(t, size, len(cmd.Body), "size %d", size)
+			if size > 0 {
+				require.Equal(t, body[:size], cmd.Body)
+			}
+		}
+	}
+}

@@ -53,6 +53,15 @@ func (s *jsonScanner) str() (string, bool) {
 	}
 	s.i++
 	start := s.i
+	// Most values are plain ASCII up to the closing quote: find it at
+	// once, then check what lies before it.
+	if q := strings.IndexByte(s.b[start:], '"'); q >= 0 {
+		v := s.b[start : start+q]
+		if plain(v) {
+			s.i = start + q + 1
+			return v, true
+		}
+	}
 	for s.i < len(s.b) {
 		c := s.b[s.i]
 		if c == '"' {
@@ -76,6 +85,17 @@ func (s *jsonScanner) str() (string, bool) {
 
 // strEscaped reads the rest of a string with escapes, from s.i (at the
 // first backslash); start is where the string's text began.
+// plain reports whether v is printable ASCII without a backslash: a JSON
+// string's text that means itself.
+func plain(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *jsonScanner) strEscaped(start int) (string, bool) {
 	out := &s.esc
 	out.Reset()
@@ -296,10 +316,10 @@ func (s *jsonScanner) stringMap() (map[string]string, bool) {
 		if !ok {
 			return nil, false
 		}
-		if _, dup := m[k]; dup {
-			return nil, false
+		n := len(m)
+		if m[k] = v; len(m) == n {
+			return nil, false // a duplicate key
 		}
-		m[k] = v
 		if s.eat(',') {
 			continue
 		}

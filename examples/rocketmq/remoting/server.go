@@ -432,17 +432,30 @@ func (c *Conn) write(cmd *Command) {
 	if c.broken {
 		return
 	}
-	b, err := AppendFrame(c.enc[:0], cmd)
+	// The header goes through a reused buffer; a large body (a pull
+	// answer) straight to the writer, a small one with its header.
+	body := cmd.Body
+	small := len(body) <= 4<<10
+	b, err := appendFrameHead(c.enc[:0], cmd)
 	if err != nil {
 		c.srv.log.Error("encode response", "channel", c.id, "err", err)
-		b, _ = AppendFrame(c.enc[:0], &Command{Code: SystemError, Flag: cmd.Flag, Opaque: cmd.Opaque,
+		body = nil
+		b, _ = appendFrameHead(c.enc[:0], &Command{Code: SystemError, Flag: cmd.Flag, Opaque: cmd.Opaque,
 			Remark: "encode: " + err.Error()})
+	} else if small {
+		b = append(b, body...)
 	}
 	if cap(b) <= 64<<10 {
-		c.enc = b[:0] // keep a usual answer's buffer; a large pull answer's goes
+		c.enc = b[:0]
 	}
 	if _, err := c.bw.Write(b); err != nil {
 		c.fail(err)
+		return
+	}
+	if !small && body != nil {
+		if _, err := c.bw.Write(body); err != nil {
+			c.fail(err)
+		}
 	}
 }
 
