@@ -207,3 +207,21 @@ func TestLargeAnswerFrameIsWhole(t *testing.T) {
 		}
 	}
 }
+
+// A peer that sends a broken frame and never reads its answers does not
+// keep its connection open: the last answers get a bounded time to go out.
+func TestClosingConnectionDoesNotWaitForAPeerThatDoesNotRead(t *testing.T) {
+	h := &inlineHandler{blockCode: -1}
+	cli, srv := net.Pipe()
+	defer cli.Close()
+	s := NewServer(h, ServerOptions{})
+	l := &oneConnListener{c: srv, done: make(chan struct{})}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	_, err := cli.Write(append(frames(t, CodeHeartbeat, 1, 3), 0, 0, 0, 1, 'x'))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return h.count(CodeHeartbeat) == 3 && s.Stats().Connections == 0 },
+		5*time.Second, 5*time.Millisecond, "the connection closes though its answers are unread")
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, <-served, ErrServerClosed)
+}

@@ -256,13 +256,19 @@ func (c *Conn) Notify(code int16, ext map[string]string) bool {
 
 var notifyOpaque atomic.Int32
 
+// finalFlushTimeout bounds writing a closing connection's last answers.
+const finalFlushTimeout = time.Second
+
 func (c *Conn) run() {
 	s := c.srv
 	defer s.wg.Done()
 	wdone := make(chan struct{})
 	go func() { defer close(wdone); c.writeLoop() }()
 	reason := c.readLoop()
-	c.flushInline() // answers to the last requests read, before the close
+	// The answers to the last requests read go out before the close, unless
+	// the peer is not reading them.
+	_ = c.nc.SetWriteDeadline(time.Now().Add(finalFlushTimeout))
+	c.flushInline()
 	c.cancel()
 	c.nc.Close()
 	c.wg.Wait()
