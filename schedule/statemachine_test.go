@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/internal/fsx"
 	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -249,7 +250,9 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 				image, err := loadProgress(path)
 				require.NoError(rt, err)
 				timers := timerState{done: noneDone}
-				if b, _ := os.ReadFile(path); b != nil {
+				j := progressJournal{fs: fsx.OS, path: path}
+				if b, _, err := j.load(); b != nil || err != nil {
+					require.NoError(rt, err)
 					p, err := decodeProgress(b)
 					require.NoError(rt, err)
 					timers = p.timer
