@@ -135,24 +135,33 @@ type progressJournal struct {
 
 // load reads the file: the newest intact record, nil when there is no file
 // yet. migrate reports a file that is of the old format or has a torn tail
-// (either is replaced by the next write; New does that at once). The next
-// write replaces the file in any case.
+// (either is replaced by the next write; New does that at once). Unless the
+// file is exactly what this journal last wrote (a Start after a Stop), the
+// next write replaces it.
 func (j *progressJournal) load() (rec []byte, migrate bool, err error) {
-	j.drop()
 	b, err := fsx.ReadFile(j.fs, j.path)
 	if fsx.IsNotExist(err) {
+		j.drop()
 		j.last = nil
 		return nil, false, nil
 	}
 	if err != nil {
+		j.drop()
 		return nil, false, fmt.Errorf("progress file %s: %w", j.path, err)
 	}
 	if len(b) == 0 {
+		j.drop()
 		return nil, false, fmt.Errorf("progress file %s: empty: %w", j.path, ErrCorrupt)
 	}
 	rec, intact, legacy, err := decodeJournal(b)
 	if err != nil {
+		j.drop()
 		return nil, false, fmt.Errorf("progress file %s: %w", j.path, err)
+	}
+	if j.f == nil || legacy || intact != len(b) || int64(len(b)) != j.size || !bytes.Equal(rec, j.last) || j.unlinked() {
+		// Not exactly what this journal last wrote: appending to it
+		// could follow a torn or foreign record.
+		j.drop()
 	}
 	j.last = bytes.Clone(rec)
 	return j.last, legacy || intact < len(b), nil
