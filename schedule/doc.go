@@ -44,9 +44,13 @@
 // (topic, queue, body, tags, keys, properties including UNIQ_KEY, born time,
 // reconsume times; the scheduling properties removed) and appends the batch to
 // the log in one Append. Progress (level -> next queue offset) is then
-// recorded and, with Options.ProgressPath, persisted by an atomic file replace
-// (temp file, fsync, rename, directory fsync) after every delivered batch and
-// on Stop.
+// recorded and, with Options.ProgressPath, persisted after every delivered
+// batch and on Stop: the progress file is a journal, one CRC-framed record
+// appended and fsynced per batch, compacted now and then by an atomic
+// replace (temp file, fsync, rename, directory fsync). A torn last record
+// (a crash in the middle of an append) is ignored, so the record before it
+// stands and only the batch in flight is delivered again; a damaged record
+// with records after it is ErrCorrupt.
 //
 // The timers are one more lane beside the levels: one loop that ingests
 // TimerTopic into the index and delivers due timers from the window in
@@ -99,9 +103,12 @@
 //
 // # Caveats
 //
-//   - A progress file that is torn or corrupt is ErrCorrupt from New and Start;
-//     the scheduler never guesses zero. A missing file is a first start: every
-//     level starts at its queue's MinOffset.
+//   - A progress file that is corrupt (a damaged record with records after
+//     it, no intact record, an old-format file that is torn) is ErrCorrupt
+//     from New and Start; the scheduler never guesses zero. A missing file is
+//     a first start: every level starts at its queue's MinOffset. A file of
+//     the format before the journal (one record) is read and rewritten as a
+//     journal by New; an older brokercore cannot read the journal.
 //   - Loaded progress is clamped into the queue's [MinOffset, MaxOffset]: what
 //     retention removed before delivery is skipped and logged (Stats.Skipped).
 //   - A record in Topic without the scheduling properties cannot be delivered;
