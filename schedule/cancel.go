@@ -78,17 +78,16 @@ func (t *timerLane) find(uniqKey string) (pending []timerKey, delivered, cancell
 	h := keyHash(uniqKey)
 	var cands []entry
 	for _, slot := range t.idx.slots {
-		es, err := t.idx.load(slot)
-		if err != nil {
-			t.broken = err
-			return nil, false, false, err
-		}
-		for _, e := range es {
+		err := t.idx.scan(slot, func(e entry) {
 			// Entries at or beyond the ingest cursor were written ahead of
 			// the progress; the scan of the records not indexed covers them.
 			if e.hash == h && e.key.off < t.st.ingested {
 				cands = append(cands, e)
 			}
+		})
+		if err != nil {
+			t.broken = err
+			return nil, false, false, err
 		}
 	}
 	slices.SortFunc(cands, compareEntries)
