@@ -28,8 +28,9 @@ func cancelBench(b *testing.B, n int64) (*Scheduler, *synthLog) {
 
 // BenchmarkCancel reports the cost of Cancel with 10k and 1M pending timers
 // (spread over 30 days, one slot file per hour): of a pending timer (the
-// scan, a read of the record to confirm the key, a progress write), and of
-// a key no timer has (the scan alone).
+// scan of every slot, a read of the record to confirm the key, a progress
+// write), of the same through CancelAt (one slot scanned), and of a key no
+// timer has (the scan alone).
 func BenchmarkCancel(b *testing.B) {
 	for _, n := range []int64{10_000, 1_000_000} {
 		b.Run("pending="+strconv.FormatInt(n, 10), func(b *testing.B) {
@@ -40,6 +41,17 @@ func BenchmarkCancel(b *testing.B) {
 				// Distinct timers, spread over the slots.
 				k := "k" + strconv.FormatInt(int64(i)*104729%l.n, 10)
 				if err := s.Cancel(k); err != nil && !errors.Is(err, ErrCancelled) {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("at/pending="+strconv.FormatInt(n, 10), func(b *testing.B) {
+			s, l := cancelBench(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				off := int64(i) * 104729 % l.n
+				if err := s.CancelAt("k"+strconv.FormatInt(off, 10), l.due(off)); err != nil && !errors.Is(err, ErrCancelled) {
 					b.Fatal(err)
 				}
 			}

@@ -170,8 +170,14 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 				}
 				mmu.Lock()
 				k := timerKeys[rapid.IntRange(0, n-1).Draw(rt, "timer")]
+				when := produced[k].due
 				mmu.Unlock()
-				err := s.Cancel(k)
+				var err error
+				if rapid.Bool().Draw(rt, "byTime") {
+					err = s.CancelAt(k, when) // the one timer with this key is at when
+				} else {
+					err = s.Cancel(k)
+				}
 				switch {
 				case err == nil:
 					require.False(rt, cancelled[k], "a second cancel succeeded")
