@@ -393,3 +393,66 @@ func TestAShortJournalWriteIsNeverFollowedByAnAppend(t *testing.T) {
 	assert.Equal(t, r(5), last)
 	assert.Equal(t, len(b), intact)
 }
+
+// TestAProgressFileRemovedWhileOpenIsNotWrittenIntoTheVoid: the journal is
+// open for appending when its directory is removed; appends to the
+// unlinked file would be lost, so the next write fails (and delivery waits)
+// until the directory is back and the file is written anew.
+func TestAProgressFileRemovedWhileOpenIsNotWrittenIntoTheVoid(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sub")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	path := filepath.Join(dir, "progress")
+	s, l, clk := newTestScheduler(t, Options{Levels: "1s", MaxBatch: 2, ProgressPath: path})
+	produce(t, s, l, "t", 1, 6)
+	d := drive(s)
+	lv := s.lv[0]
+	c := &cursor{next: 0}
+	now := clk.Now().Add(time.Hour)
+	s.step(d.g, lv, c, now) // the journal is open now
+	require.NoError(t, os.RemoveAll(dir))
+	s.step(d.g, lv, c, now) // delivered, its progress cannot be stored
+	assert.Positive(t, s.Stats().SaveFailed)
+	s.step(d.g, lv, c, now)
+	assert.EqualValues(t, 4, s.Stats().Delivered, "nothing after the batch whose progress is not stored")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	for i := 0; i < 3; i++ {
+		s.step(d.g, lv, c, now)
+	}
+	d.end(t)
+	assert.EqualValues(t, 6, s.Stats().Delivered)
+	got, err := loadProgress(path)
+	require.NoError(t, err)
+	assert.Equal(t, map[int]int64{1: 6}, got)
+}
+
+// TestAStartAfterAStopAppendsToTheSameJournal: a Stop and a Start in the
+// same process do not replace the file (a flap costs no rename); a file
+// changed under the scheduler in between is replaced, not appended to.
+func TestAStartAfterAStopAppendsToTheSameJournal(t *testing.T) {
+	ffs := &fsx.Faulty{}
+	path := filepath.Join(t.TempDir(), "progress")
+	s, l, clk := newTestScheduler(t, Options{Levels: "1s", ProgressPath: path, FS: ffs})
+	deliver := func(n int) {
+		produce(t, s, l, "t", 1, n)
+		require.NoError(t, s.Start())
+		clk.Advance(time.Second)
+		want := uint64(len(l.delivered("t")) + n)
+		waitUntil(t, "delivery", func() bool { return uint64(len(l.delivered("t"))) == want })
+		require.NoError(t, s.Stop())
+	}
+	deliver(1)
+	renames := ffs.Calls(fsx.OpRename)
+	for i := 0; i < 3; i++ {
+		deliver(1)
+	}
+	assert.Equal(t, renames, ffs.Calls(fsx.OpRename), "flaps appended to the open journal")
+
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, append(b, 0xff), 0o644)) // changed under it
+	deliver(1)
+	assert.Equal(t, renames+1, ffs.Calls(fsx.OpRename), "a changed file is replaced")
+	got, err := loadProgress(path)
+	require.NoError(t, err)
+	assert.Equal(t, map[int]int64{1: 5}, got)
+}
