@@ -3,11 +3,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,23 +24,52 @@ import (
 )
 
 // BenchmarkSyncSend16: the official producer, 16 goroutines sending 1 KiB
-// messages synchronously (each send fsynced by the store's group commit) to
-// a 4-queue topic on loopback. Reports msgs/s and p50/p99 send latency.
+// messages synchronously to a 4-queue topic on loopback, under flush=sync
+// (each send fsynced by the store's group commit) and flush=async (fsync
+// every second). Reports msgs/s, p50/p99 send latency and the CPU time per
+// message. flush=async,broker=child runs the broker in a child process, so
+// the CPU splits exactly: client-cpu-µs/msg is this process (the official
+// client and the benchmark's goroutines), broker-cpu-µs/msg the child
+// (Linux /proc), with the broker's read and write system calls per message
+// (the store's appends count as writes). E2E_BROKER_CPUPROFILE=file writes
+// the child's CPU profile.
 func BenchmarkSyncSend16(b *testing.B) {
 	for _, flush := range []string{"sync", "async"} {
-		b.Run("flush="+flush, func(b *testing.B) { benchSyncSend(b, flush) })
+		b.Run("flush="+flush, func(b *testing.B) {
+			br := rmqtest.StartConfig(b, server.Config{Flush: flush})
+			benchSyncSend(b, br.NameSrv, nil)
+		})
 	}
+	b.Run("flush=async,broker=child", func(b *testing.B) {
+		ns := freeAddr(b)
+		c := startChild(b, "broker", "E2E_DIR="+b.TempDir(), "E2E_NS="+ns, "E2E_BR="+freeAddr(b), "E2E_FLUSH=async",
+			"E2E_CPUPROFILE="+os.Getenv("E2E_BROKER_CPUPROFILE"))
+		pid := c.cmd.Process.Pid
+		r0, w0 := procSyscalls(pid)
+		benchSyncSend(b, ns, func() (time.Duration, bool) { return procCPU(pid) })
+		if r1, w1 := procSyscalls(pid); r1 > 0 && b.N >= 1000 {
+			b.ReportMetric(float64(r1-r0)/float64(b.N), "broker-reads/msg")
+			b.ReportMetric(float64(w1-w0)/float64(b.N), "broker-writes/msg")
+		}
+		c.stop(b)
+	})
 }
 
-func benchSyncSend(b *testing.B, flush string) {
-	br := rmqtest.StartConfig(b, server.Config{Flush: flush})
-	p := newProducer(b, br.NameSrv)
+// benchSyncSend runs the 16 senders against the name server ns; brokerCPU,
+// when not nil, reads the CPU time of a broker in another process.
+func benchSyncSend(b *testing.B, ns string, brokerCPU func() (time.Duration, bool)) {
+	p := newProducer(b, ns)
 	body := make([]byte, 1024)
 	sendSync(b, p, primitive.NewMessage("bench-send", body)) // route, connection, topic
 	const workers = 16
 	lat := make([][]time.Duration, workers)
 	var next atomic.Int64
 	b.ResetTimer()
+	cpu0 := selfCPU()
+	var bcpu0 time.Duration
+	if brokerCPU != nil {
+		bcpu0, _ = brokerCPU()
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -55,17 +89,78 @@ func benchSyncSend(b *testing.B, flush string) {
 	}
 	wg.Wait()
 	el := time.Since(start)
+	cpu := selfCPU() - cpu0
 	b.StopTimer()
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	if len(all) > 0 {
-		b.ReportMetric(float64(len(all))/el.Seconds(), "msgs/s")
-		b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
-		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	if len(all) == 0 {
+		return
 	}
+	n := float64(len(all))
+	b.ReportMetric(n/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	if brokerCPU == nil {
+		b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/msg")
+		return
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/n, "client-cpu-µs/msg")
+	if bcpu, ok := brokerCPU(); ok {
+		b.ReportMetric(float64((bcpu-bcpu0).Microseconds())/n, "broker-cpu-µs/msg")
+	}
+}
+
+// procSyscalls is the number of read and write system calls process pid
+// made (Linux /proc/pid/io; 0, 0 elsewhere).
+func procSyscalls(pid int) (reads, writes int64) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "syscr":
+			reads = n
+		case "syscw":
+			writes = n
+		}
+	}
+	return reads, writes
+}
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the user+system CPU time of process pid from /proc (Linux;
+// clock ticks of 10 ms, so read it over seconds of work).
+func procCPU(pid int) (time.Duration, bool) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command name (which may hold spaces) in parentheses.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(ut+st) * tick, true
 }
 
 // BenchmarkPushConsume: b.N 1 KiB messages already in a 4-queue topic, one

@@ -23,7 +23,7 @@ type child struct {
 
 // startChild runs the test binary as a child of the given kind and waits
 // for its "ready" line.
-func startChild(t *testing.T, kind string, env ...string) *child {
+func startChild(t testing.TB, kind string, env ...string) *child {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
@@ -68,7 +68,7 @@ func (c *child) kill() {
 }
 
 // stop sends SIGTERM and waits for a clean exit.
-func (c *child) stop(t *testing.T) {
+func (c *child) stop(t testing.TB) {
 	t.Helper()
 	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
 	select {
@@ -80,7 +80,7 @@ func (c *child) stop(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/apache/rocketmq-client-go/v2"
@@ -44,10 +45,22 @@ func childOrderly() int {
 	return 0
 }
 
-// childBroker runs the broker until SIGTERM or SIGKILL.
+// childBroker runs the broker until SIGTERM or SIGKILL; with
+// E2E_CPUPROFILE it writes a CPU profile of its run there (on SIGTERM).
 func childBroker() int {
+	if path := os.Getenv("E2E_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	s, err := server.Start(server.Config{Dir: os.Getenv("E2E_DIR"), NameSrvAddr: os.Getenv("E2E_NS"),
-		BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-"})
+		BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-", Flush: os.Getenv("E2E_FLUSH")})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1

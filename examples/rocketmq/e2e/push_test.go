@@ -12,13 +12,22 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
+	"github.com/brokercore/brokercore/examples/rocketmq/server"
 	"github.com/stretchr/testify/require"
 )
 
 // A producer sends 10k messages to a 4-queue topic and a concurrent push
-// consumer group of two members receives every one of them.
+// consumer group of two members receives every one of them; under
+// flush=async the broker serves the sends inline on the connection's read
+// loop.
 func TestPushGroupOfTwoReceivesEveryMessage(t *testing.T) {
-	b := rmqtest.Start(t)
+	for _, flush := range []string{"sync", "async"} {
+		t.Run("flush="+flush, func(t *testing.T) { testPushGroupOfTwo(t, flush) })
+	}
+}
+
+func testPushGroupOfTwo(t *testing.T, flush string) {
+	b := rmqtest.StartConfig(t, server.Config{Flush: flush})
 	const topic, group = "orders", "g-push"
 	n := 10000
 	p := newProducer(t, b.NameSrv)

@@ -155,6 +155,21 @@ func (b *Broker) Serve(ctx context.Context, c *Conn, req *Command) *Command {
 	return resp
 }
 
+// Inline implements InlineHandler: sends under AsyncFlush and the offset
+// and consumer-list queries answer at once. Pulls (long polls), sends that
+// wait for an fsync, and everything that may write a file or wait for a
+// lock keep their own goroutine.
+func (b *Broker) Inline(req *Command) bool {
+	switch req.Code {
+	case CodeSendMessage, CodeSendMessageV2, CodeSendBatchMessage:
+		return b.opts.AsyncFlush
+	case CodeGetMaxOffset, CodeGetMinOffset, CodeSearchOffsetByTimestamp, CodeQueryConsumerOffset,
+		CodeGetConsumerListByGroup:
+		return true
+	}
+	return false
+}
+
 // isRejection tells error answers from ordinary ones (no new message, no
 // committed offset).
 func isRejection(reqCode, code int16) bool {

@@ -51,8 +51,20 @@ func TestRouteIsCompactWithTBW102AndBrokerIDZero(t *testing.T) {
 	require.Contains(t, string(resp.Body), `"writeQueueNums":4`)
 }
 
+// forEachFlush runs f against a broker under flush=sync (sends served on
+// their own goroutines) and flush=async (sends served inline on the read
+// loop).
+func forEachFlush(t *testing.T, f func(t *testing.T, b *rmqtest.Broker)) {
+	for _, flush := range []string{"sync", "async"} {
+		t.Run("flush="+flush, func(t *testing.T) { f(t, rmqtest.StartConfig(t, server.Config{Flush: flush})) })
+	}
+}
+
 func TestBadInputGetsAnErrorAndStoresNothing(t *testing.T) {
-	b := rmqtest.Start(t)
+	forEachFlush(t, testBadInput)
+}
+
+func testBadInput(t *testing.T, b *rmqtest.Broker) {
 	rc := dial(t, b.Broker)
 	cases := []struct {
 		name   string
@@ -132,7 +144,10 @@ func pullReq(topic, offset, suspendMs string) *remoting.Command {
 }
 
 func TestLongPollDoesNotHoldUpOtherRequestsAndWakesOnArrival(t *testing.T) {
-	b := rmqtest.Start(t)
+	forEachFlush(t, testLongPoll)
+}
+
+func testLongPoll(t *testing.T, b *rmqtest.Broker) {
 	rc := dial(t, b.Broker)
 	require.Equal(t, remoting.Success, rc.call(sendReq("t", 0, "first")).Code)
 	pullOp := rc.send(pullReq("t", "1", "20000"))

@@ -298,33 +298,52 @@ func (r *binReader) bytes32() []byte { return r.need(int(int32(r.u32()))) }
 // Encode returns the whole frame of cmd, its 4-byte length included, with
 // the header in cmd.Serialize's codec.
 func Encode(cmd *Command) ([]byte, error) {
-	var header []byte
+	return AppendFrame(make([]byte, 0, frameSizeHint(cmd)), cmd)
+}
+
+// frameSizeHint is about the size of cmd's frame (at least, for the usual
+// extFields).
+func frameSizeHint(cmd *Command) int {
+	return 136 + 32*len(cmd.ExtFields) + len(cmd.Remark) + len(cmd.Body)
+}
+
+// AppendFrame appends the whole frame of cmd (as Encode returns it) to dst.
+// On error dst is returned unchanged.
+func AppendFrame(dst []byte, cmd *Command) ([]byte, error) {
+	out, err := appendFrameHead(dst, cmd)
+	if err != nil {
+		return dst, err
+	}
+	return append(out, cmd.Body...), nil
+}
+
+// appendFrameHead appends the frame of cmd up to its body: the lengths
+// (counting the body) and the header.
+func appendFrameHead(dst []byte, cmd *Command) ([]byte, error) {
+	start := len(dst)
+	out := append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // total length, header length: filled in below
 	switch cmd.Serialize {
 	case SerializeJSON:
 		lang := cmd.Language
 		if lang == "" {
 			lang = "GO"
 		}
-		header = appendJSONHeader(make([]byte, 0, 128+32*len(cmd.ExtFields)), cmd, lang)
+		out = appendJSONHeader(out, cmd, lang)
 	case SerializeRocketMQ:
-		header = encodeBinaryHeader(cmd)
+		out = appendBinaryHeader(out, cmd)
 	default:
-		return nil, fmt.Errorf("%w: unknown serialize type %d", ErrHeader, cmd.Serialize)
+		return dst, fmt.Errorf("%w: unknown serialize type %d", ErrHeader, cmd.Serialize)
 	}
-	if len(header) > MaxHeader {
-		return nil, fmt.Errorf("%w: header of %d bytes", ErrHeader, len(header))
+	hl := len(out) - start - 8
+	if hl > MaxHeader {
+		return dst, fmt.Errorf("%w: header of %d bytes", ErrHeader, hl)
 	}
-	total := 4 + len(header) + len(cmd.Body)
-	out := make([]byte, 4, 4+total)
-	binary.BigEndian.PutUint32(out, uint32(total))
-	out = binary.BigEndian.AppendUint32(out, uint32(cmd.Serialize)<<24|uint32(len(header)))
-	out = append(out, header...)
-	out = append(out, cmd.Body...)
+	binary.BigEndian.PutUint32(out[start:], uint32(4+hl+len(cmd.Body)))
+	binary.BigEndian.PutUint32(out[start+4:], uint32(cmd.Serialize)<<24|uint32(hl))
 	return out, nil
 }
 
-func encodeBinaryHeader(cmd *Command) []byte {
-	b := make([]byte, 0, 64)
+func appendBinaryHeader(b []byte, cmd *Command) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(cmd.Code))
 	b = append(b, languageCode(cmd.Language))
 	b = binary.BigEndian.AppendUint16(b, uint16(cmd.Version))
@@ -332,15 +351,16 @@ func encodeBinaryHeader(cmd *Command) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(cmd.Flag))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(cmd.Remark)))
 	b = append(b, cmd.Remark...)
-	var ext []byte
+	at := len(b)
+	b = append(b, 0, 0, 0, 0) // extFields length: filled in below
 	for k, v := range cmd.ExtFields {
-		ext = binary.BigEndian.AppendUint16(ext, uint16(len(k)))
-		ext = append(ext, k...)
-		ext = binary.BigEndian.AppendUint32(ext, uint32(len(v)))
-		ext = append(ext, v...)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(k)))
+		b = append(b, k...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+		b = append(b, v...)
 	}
-	b = binary.BigEndian.AppendUint32(b, uint32(len(ext)))
-	return append(b, ext...)
+	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+	return b
 }
 
 // NewResponse returns the response to req with code and remark: same

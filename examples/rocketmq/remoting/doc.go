@@ -2,7 +2,9 @@
 // brokercore: the frame codec (4-byte length, 4-byte header length whose
 // high byte is the serialize type, a JSON or ROCKETMQ binary header, the
 // body), a connection server that serves each request on its own goroutine
-// and answers by opaque in any order, the name server (routes of the one
+// (or, for the cheap ones an InlineHandler names, on the connection's read
+// loop, their answers written once per burst of input) and answers by
+// opaque in any order, the name server (routes of the one
 // broker, TBW102) and the broker's request handlers, which map every request
 // onto a brokercore package:
 //

@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -14,9 +15,14 @@ import (
 // decodes with encoding/json instead; FuzzFastHeader checks that whenever it
 // answers, encoding/json answers the same.
 
+// The scanner reads src, the header converted to a string once: a plain
+// string value is a substring of it, so a header of fifteen extFields costs
+// one string allocation, not thirty. (A value kept for long keeps the
+// header's few hundred bytes alive with it.)
 type jsonScanner struct {
-	b []byte
-	i int
+	b   string
+	i   int
+	esc strings.Builder
 }
 
 func (s *jsonScanner) ws() {
@@ -47,15 +53,24 @@ func (s *jsonScanner) str() (string, bool) {
 	}
 	s.i++
 	start := s.i
+	// Most values are plain ASCII up to the closing quote: find it at
+	// once, then check what lies before it.
+	if q := strings.IndexByte(s.b[start:], '"'); q >= 0 {
+		v := s.b[start : start+q]
+		if plain(v) {
+			s.i = start + q + 1
+			return v, true
+		}
+	}
 	for s.i < len(s.b) {
 		c := s.b[s.i]
 		if c == '"' {
 			v := s.b[start:s.i]
 			s.i++
-			if !utf8.Valid(v) {
+			if !utf8.ValidString(v) {
 				return "", false // encoding/json replaces bad bytes: let it
 			}
-			return string(v), true
+			return v, true
 		}
 		if c == '\\' {
 			return s.strEscaped(start)
@@ -68,21 +83,48 @@ func (s *jsonScanner) str() (string, bool) {
 	return "", false
 }
 
+// strEscaped reads the rest of a string with escapes, from s.i (at the
+// first backslash); start is where the string's text began.
+// plain reports whether v is printable ASCII without a backslash: a JSON
+// string's text that means itself.
+func plain(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *jsonScanner) strEscaped(start int) (string, bool) {
-	out := append([]byte(nil), s.b[start:s.i]...)
+	out := &s.esc
+	out.Reset()
+	// The text with escapes is at most as long as up to the next quote
+	// that is not escaped: one allocation for the value.
+	end := s.i
+	for end < len(s.b) && s.b[end] != '"' {
+		if s.b[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	out.Grow(end - start)
+	out.WriteString(s.b[start:s.i])
 	for s.i < len(s.b) {
 		c := s.b[s.i]
 		switch {
 		case c == '"':
 			s.i++
-			if !utf8.Valid(out) {
+			v := out.String()
+			out.Reset()
+			if !utf8.ValidString(v) {
 				return "", false
 			}
-			return string(out), true
+			return v, true
 		case c < 0x20:
 			return "", false
 		case c != '\\':
-			out = append(out, c)
+			out.WriteByte(c)
 			s.i++
 			continue
 		}
@@ -93,17 +135,17 @@ func (s *jsonScanner) strEscaped(start int) (string, bool) {
 		s.i += 2
 		switch e {
 		case '"', '\\', '/':
-			out = append(out, e)
+			out.WriteByte(e)
 		case 'b':
-			out = append(out, '\b')
+			out.WriteByte('\b')
 		case 'f':
-			out = append(out, '\f')
+			out.WriteByte('\f')
 		case 'n':
-			out = append(out, '\n')
+			out.WriteByte('\n')
 		case 'r':
-			out = append(out, '\r')
+			out.WriteByte('\r')
 		case 't':
-			out = append(out, '\t')
+			out.WriteByte('\t')
 		case 'u':
 			r, ok := s.hex4()
 			if !ok {
@@ -117,13 +159,13 @@ func (s *jsonScanner) strEscaped(start int) (string, bool) {
 						return "", false
 					}
 					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						out = utf8.AppendRune(out, d)
+						out.WriteRune(d)
 						continue
 					}
 				}
 				return "", false // lone surrogates: leave them to encoding/json
 			}
-			out = utf8.AppendRune(out, r)
+			out.WriteRune(r)
 		default:
 			return "", false
 		}
@@ -135,7 +177,7 @@ func (s *jsonScanner) hex4() (rune, bool) {
 	if s.i+4 > len(s.b) {
 		return 0, false
 	}
-	v, err := strconv.ParseUint(string(s.b[s.i:s.i+4]), 16, 32)
+	v, err := strconv.ParseUint(s.b[s.i:s.i+4], 16, 32)
 	if err != nil {
 		return 0, false
 	}
@@ -160,7 +202,7 @@ func (s *jsonScanner) integer(lo, hi int64) (int64, bool) {
 	if s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
 		return 0, false
 	}
-	v, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
+	v, err := strconv.ParseInt(s.b[start:s.i], 10, 64)
 	if err != nil || v < lo || v > hi {
 		return 0, false
 	}
@@ -170,7 +212,7 @@ func (s *jsonScanner) integer(lo, hi int64) (int64, bool) {
 // fastDecodeHeader decodes the usual header; ok is false when the slow
 // path must decide.
 func fastDecodeHeader(b []byte) (cmd *Command, ok bool) {
-	s := jsonScanner{b: b}
+	s := jsonScanner{b: string(b)}
 	if !s.eat('{') {
 		return nil, false
 	}
@@ -261,7 +303,10 @@ func (s *jsonScanner) stringMap() (map[string]string, bool) {
 	if !s.eat('{') {
 		return nil, false
 	}
-	m := make(map[string]string, 16)
+	// Each pair has four quotes at least: a size hint that fits the map's
+	// table to the header (a send's fourteen fields in two thirds of the memory of
+	// a fixed hint of 16).
+	m := make(map[string]string, strings.Count(s.b[s.i:], `"`)/4)
 	if s.eat('}') {
 		return m, true
 	}
@@ -274,10 +319,10 @@ func (s *jsonScanner) stringMap() (map[string]string, bool) {
 		if !ok {
 			return nil, false
 		}
-		if _, dup := m[k]; dup {
-			return nil, false
+		n := len(m)
+		if m[k] = v; len(m) == n {
+			return nil, false // a duplicate key
 		}
-		m[k] = v
 		if s.eat(',') {
 			continue
 		}

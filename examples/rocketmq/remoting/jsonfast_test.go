@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func FuzzFastHeader(f *testing.F) {
@@ -54,4 +56,13 @@ func FuzzFastHeaderEncode(f *testing.F) {
 			t.Fatalf("%s != %s", mine, std)
 		}
 	})
+}
+
+func TestOffsetMsgIDAndPropertiesLen(t *testing.T) {
+	host := [8]byte{127, 0, 0, 1, 0, 0, 0x2a, 0x9f}
+	require.Equal(t, "7F00000100002A9F00000000000004D2", OffsetMsgID(host, 1234))
+	require.Equal(t, "7F00000100002A9F7FFFFFFFFFFFFFFF", OffsetMsgID(host, 1<<63-1))
+	for _, p := range []map[string]string{nil, {}, {"A": "1"}, {"UNIQ_KEY": "abc", "TAGS": "t", propFlag: "3", propSysFlag: "1"}} {
+		require.Equal(t, len(AppendProperties(nil, p)), propertiesLen(p))
+	}
 }

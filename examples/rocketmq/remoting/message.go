@@ -2,7 +2,6 @@ package remoting
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -93,6 +92,17 @@ func AppendProperties(b []byte, props map[string]string) []byte {
 	return b
 }
 
+// propertiesLen is len(AppendProperties(nil, props)), without building it.
+func propertiesLen(props map[string]string) int {
+	n := 0
+	for k, v := range props {
+		if k != propFlag && k != propSysFlag {
+			n += len(k) + len(v) + 2
+		}
+	}
+	return n
+}
+
 // tagsOf returns the TAGS property, as the store's Tags field.
 func keysOf(props map[string]string) []string {
 	if k := props[PropKeys]; k != "" {
@@ -120,10 +130,19 @@ func HostBytes(addr string) [8]byte {
 // OffsetMsgID is RocketMQ's offset message id: store host and log offset,
 // 32 hex digits.
 func OffsetMsgID(storeHost [8]byte, logOffset int64) string {
+	return string(appendOffsetMsgID(make([]byte, 0, 32), storeHost, logOffset))
+}
+
+// appendOffsetMsgID appends OffsetMsgID's text to dst.
+func appendOffsetMsgID(dst []byte, storeHost [8]byte, logOffset int64) []byte {
+	const hex = "0123456789ABCDEF"
 	var b [16]byte
 	copy(b[:8], storeHost[:])
 	binary.BigEndian.PutUint64(b[8:], uint64(logOffset))
-	return strings.ToUpper(hex.EncodeToString(b[:]))
+	for _, c := range b {
+		dst = append(dst, hex[c>>4], hex[c&0xF])
+	}
+	return dst
 }
 
 // flagsOf returns a stored message's flag and sysFlag.

@@ -35,7 +35,14 @@ type BrokerOptions struct {
 	// its member takes the queue back (the client drops it for 10 s).
 	// Default 11 s; negative turns it off.
 	ResetNotifyDelay time.Duration
-	Logger           *slog.Logger
+	// AsyncFlush says the store answers an Append without waiting for an
+	// fsync (store.SyncInterval or SyncNone). Sends are then served on
+	// their connection's read loop (see InlineHandler). Leave it false
+	// under SyncGroup: there a send waits for its group's fsync, and the
+	// other sends of its connection must join that group, not wait behind
+	// it.
+	AsyncFlush bool
+	Logger     *slog.Logger
 }
 
 func (o BrokerOptions) withDefaults() BrokerOptions {

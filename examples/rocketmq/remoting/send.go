@@ -73,12 +73,15 @@ func (b *Broker) send(_ *Conn, req *Command) *Command {
 		return reject(storeCode(err), fmt.Errorf("append: %w", err))
 	}
 	b.stats.sent.Add(uint64(len(msgs)))
-	ids := make([]string, len(msgs))
+	ids := make([]byte, 0, 33*len(msgs))
 	for i, m := range msgs {
-		ids[i] = OffsetMsgID(b.storeHost, m.LogOffset)
+		if i > 0 {
+			ids = append(ids, ',')
+		}
+		ids = appendOffsetMsgID(ids, b.storeHost, m.LogOffset)
 	}
 	resp := NewResponse(req, Success, "")
-	resp.ExtFields["msgId"] = strings.Join(ids, ",")
+	resp.ExtFields["msgId"] = string(ids)
 	resp.ExtFields["queueId"] = itoa(h.queue)
 	resp.ExtFields["queueOffset"] = i64(msgs[0].QueueOffset)
 	return resp
@@ -168,7 +171,7 @@ func (b *Broker) newMessage(topic string, queueID int, flag, sysFlag int32, born
 	if props == nil {
 		props = map[string]string{}
 	}
-	if len(AppendProperties(nil, props)) > MaxPropertiesLen {
+	if propertiesLen(props) > MaxPropertiesLen {
 		return nil, fmt.Errorf("message properties longer than %d bytes", MaxPropertiesLen)
 	}
 	if flag != 0 {

@@ -17,11 +17,22 @@ import (
 
 // Handler serves the requests of a Server. Serve is called on its own
 // goroutine for every request, concurrently for the requests of one
-// connection (a long poll must not hold up anything else); it returns the
+// connection (a long poll must not hold up anything else), unless the
+// Handler is an InlineHandler that says otherwise; it returns the
 // response, or nil for none. The Server sets the opaque and the response
 // bit, and drops the response of a oneway request.
 type Handler interface {
 	Serve(ctx context.Context, c *Conn, req *Command) *Command
+}
+
+// InlineHandler is an optional capability of a Handler: Inline reports
+// whether Serve answers req at once, without blocking (no long poll, no
+// wait for an fsync). Such a request is served on the connection's read
+// loop, in order, with no goroutine of its own, and its answer is written
+// with those of the other requests that arrived in the same burst: one
+// write when the connection has no more input ready.
+type InlineHandler interface {
+	Inline(req *Command) bool
 }
 
 // ConnObserver is an optional capability of a Handler: it is told when a
@@ -123,6 +134,7 @@ func (s *Server) start(nc net.Conn) {
 		out:    make(chan *Command, 1024),
 		sem:    make(chan struct{}, s.opts.MaxInflight),
 	}
+	c.bw = bufio.NewWriterSize(nc, 64<<10)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -177,6 +189,15 @@ type Conn struct {
 	sem    chan struct{}
 	wg     sync.WaitGroup // Serve calls in flight
 	once   sync.Once
+
+	// The answers go out through bw, under wmu: the write loop's and those
+	// the read loop serves inline. broken: a write failed, later answers
+	// are dropped. unflushed (read loop only): inline answers wait in bw.
+	wmu       sync.Mutex
+	bw        *bufio.Writer
+	enc       []byte
+	broken    bool
+	unflushed bool
 
 	mu    sync.Mutex
 	attrs map[string]any
@@ -235,12 +256,19 @@ func (c *Conn) Notify(code int16, ext map[string]string) bool {
 
 var notifyOpaque atomic.Int32
 
+// finalFlushTimeout bounds writing a closing connection's last answers.
+const finalFlushTimeout = time.Second
+
 func (c *Conn) run() {
 	s := c.srv
 	defer s.wg.Done()
 	wdone := make(chan struct{})
 	go func() { defer close(wdone); c.writeLoop() }()
 	reason := c.readLoop()
+	// The answers to the last requests read go out before the close, unless
+	// the peer is not reading them.
+	_ = c.nc.SetWriteDeadline(time.Now().Add(finalFlushTimeout))
+	c.flushInline()
 	c.cancel()
 	c.nc.Close()
 	c.wg.Wait()
@@ -254,9 +282,19 @@ func (c *Conn) run() {
 	s.log.Info("connection closed", "client", c.nc.RemoteAddr().String(), "channel", c.id, "reason", reason)
 }
 
+// flushReader is the read loop's source: before it waits for more input
+// it writes out the inline answers to what was read so far.
+type flushReader struct{ c *Conn }
+
+func (f flushReader) Read(p []byte) (int, error) {
+	f.c.flushInline()
+	return f.c.nc.Read(p)
+}
+
 func (c *Conn) readLoop() string {
 	s := c.srv
-	r := bufio.NewReaderSize(c.nc, 64<<10)
+	r := bufio.NewReaderSize(flushReader{c}, 64<<10)
+	inl, _ := s.h.(InlineHandler)
 	for {
 		frame, err := ReadFrame(r, s.opts.MaxFrame)
 		if err != nil {
@@ -292,6 +330,10 @@ func (c *Conn) readLoop() string {
 			continue // answers to our oneway notifications: none expected
 		}
 		s.requests.Add(1)
+		if inl != nil && inl.Inline(cmd) {
+			c.serveInline(cmd)
+			continue
+		}
 		select {
 		case c.sem <- struct{}{}:
 		case <-c.ctx.Done():
@@ -333,10 +375,41 @@ func (c *Conn) serve(req *Command) {
 	if resp == nil || req.IsOneway() {
 		return
 	}
+	answer(req, resp)
+	c.enqueue(resp)
+}
+
+// answer makes resp the response to req.
+func answer(req, resp *Command) {
 	resp.Opaque = req.Opaque
 	resp.Flag |= FlagResponse
 	resp.Serialize = req.Serialize
-	c.enqueue(resp)
+}
+
+// serveInline serves req on the read loop; its answer waits in bw until the
+// read loop runs out of input (flushReader) or the write loop flushes.
+func (c *Conn) serveInline(req *Command) {
+	resp := c.srv.h.Serve(c.ctx, c, req)
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	answer(req, resp)
+	c.srv.responses.Add(1)
+	c.wmu.Lock()
+	c.write(resp)
+	c.wmu.Unlock()
+	c.unflushed = true
+}
+
+// flushInline writes out the inline answers waiting in bw; read loop only.
+func (c *Conn) flushInline() {
+	if !c.unflushed {
+		return
+	}
+	c.unflushed = false
+	c.wmu.Lock()
+	c.flush()
+	c.wmu.Unlock()
 }
 
 func (c *Conn) enqueue(resp *Command) {
@@ -347,54 +420,82 @@ func (c *Conn) enqueue(resp *Command) {
 	}
 }
 
-// writeLoop writes the answers until the connection ends. A failed write
-// does not close the socket: a client that resets the connection (it
-// closed with answers unread) may have sent requests the read loop has
-// not read yet, oneway commits above all, and those are still served. The
-// loop drops every later answer and the read loop ends the connection.
+// A failed write does not close the socket: a client that resets the
+// connection (it closed with answers unread) may have sent requests the
+// read loop has not read yet, oneway commits above all, and those are
+// still served. Every later answer is dropped and the read loop ends the
+// connection. write and flush are called under wmu.
+
+func (c *Conn) fail(err error) {
+	if !c.broken {
+		c.broken = true
+		c.srv.writeErrors.Add(1)
+		c.srv.log.Debug("write failed: dropping answers until the connection ends", "channel", c.id, "err", err)
+	}
+}
+
+func (c *Conn) write(cmd *Command) {
+	if c.broken {
+		return
+	}
+	// The header goes through a reused buffer; a large body (a pull
+	// answer) straight to the writer, a small one with its header.
+	body := cmd.Body
+	small := len(body) <= 4<<10
+	b, err := appendFrameHead(c.enc[:0], cmd)
+	if err != nil {
+		c.srv.log.Error("encode response", "channel", c.id, "err", err)
+		body = nil
+		b, _ = appendFrameHead(c.enc[:0], &Command{Code: SystemError, Flag: cmd.Flag, Opaque: cmd.Opaque,
+			Remark: "encode: " + err.Error()})
+	} else if small {
+		b = append(b, body...)
+	}
+	if cap(b) <= 64<<10 {
+		c.enc = b[:0]
+	}
+	if _, err := c.bw.Write(b); err != nil {
+		c.fail(err)
+		return
+	}
+	if !small && body != nil {
+		if _, err := c.bw.Write(body); err != nil {
+			c.fail(err)
+		}
+	}
+}
+
+func (c *Conn) flush() {
+	if c.broken {
+		return
+	}
+	if err := c.bw.Flush(); err != nil {
+		c.fail(err)
+	}
+}
+
+// writeLoop writes the answers of the requests served on their own
+// goroutines (and the notifications) until the connection ends, flushing
+// once per burst.
 func (c *Conn) writeLoop() {
-	w := bufio.NewWriterSize(c.nc, 64<<10)
-	broken := false
-	fail := func(err error) {
-		if !broken {
-			broken = true
-			c.srv.writeErrors.Add(1)
-			c.srv.log.Debug("write failed: dropping answers until the connection ends", "channel", c.id, "err", err)
-		}
-	}
-	write := func(cmd *Command) {
-		if broken {
-			return
-		}
-		b, err := Encode(cmd)
-		if err != nil {
-			c.srv.log.Error("encode response", "channel", c.id, "err", err)
-			b, _ = Encode(&Command{Code: SystemError, Flag: cmd.Flag, Opaque: cmd.Opaque, Remark: "encode: " + err.Error()})
-		}
-		if _, err := w.Write(b); err != nil {
-			fail(err)
-		}
-	}
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case cmd := <-c.out:
-			write(cmd)
+			c.wmu.Lock()
+			c.write(cmd)
 		drain:
 			for {
 				select {
 				case cmd := <-c.out:
-					write(cmd)
+					c.write(cmd)
 				default:
 					break drain
 				}
 			}
-			if !broken {
-				if err := w.Flush(); err != nil {
-					fail(err)
-				}
-			}
+			c.flush()
+			c.wmu.Unlock()
 		}
 	}
 }

@@ -191,7 +191,7 @@ func (s *Server) open() (err error) {
 		return err
 	}
 	s.broker = remoting.NewBroker(s.core, s.topics, remoting.BrokerOptions{Addr: s.brAddr,
-		ResetNotifyDelay: cfg.ResetNotifyDelay, Logger: cfg.Logger})
+		ResetNotifyDelay: cfg.ResetNotifyDelay, AsyncFlush: cfg.Flush == "async", Logger: cfg.Logger})
 	late.Store(s.broker)
 	ns := remoting.NewNameServer(s.topics, remoting.NameServerOptions{BrokerAddr: s.brAddr,
 		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger})

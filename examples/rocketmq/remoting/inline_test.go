@@ -1,0 +1,227 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// inlineHandler serves every code inline except blockCode, which waits for
+// release (a long poll).
+type inlineHandler struct {
+	recordingHandler
+	blockCode int16
+	release   chan struct{}
+}
+
+func (h *inlineHandler) Inline(req *Command) bool { return req.Code != h.blockCode }
+
+func (h *inlineHandler) Serve(ctx context.Context, c *Conn, req *Command) *Command {
+	if req.Code == h.blockCode {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+		}
+	}
+	return h.recordingHandler.Serve(ctx, c, req)
+}
+
+// writeCounter counts the writes to the server's end of a connection.
+type writeCounter struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes.Add(1)
+	return w.Conn.Write(p)
+}
+
+// servePipe serves h on one end of a net.Pipe and returns the other end
+// and the server end's write counter.
+func servePipe(t *testing.T, h Handler) (net.Conn, *writeCounter) {
+	t.Helper()
+	cli, srv := net.Pipe()
+	wc := &writeCounter{Conn: srv}
+	s := NewServer(h, ServerOptions{})
+	l := &oneConnListener{c: wc, done: make(chan struct{})}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	t.Cleanup(func() {
+		cli.Close()
+		require.NoError(t, s.Close())
+		require.ErrorIs(t, <-served, ErrServerClosed)
+	})
+	return cli, wc
+}
+
+func frames(t *testing.T, code int16, first, n int32) []byte {
+	var b []byte
+	for i := int32(0); i < n; i++ {
+		b = append(b, mustEncode(t, &Command{Code: code, Opaque: first + i, ExtFields: map[string]string{}})...)
+	}
+	return b
+}
+
+func readAnswers(t *testing.T, r *bufio.Reader, n int) map[int32]bool {
+	t.Helper()
+	got := map[int32]bool{}
+	for len(got) < n {
+		f, err := ReadFrame(r, DefaultMaxFrame)
+		require.NoError(t, err)
+		cmd, err := Decode(f)
+		require.NoError(t, err)
+		require.True(t, cmd.IsResponse())
+		got[cmd.Opaque] = true
+	}
+	return got
+}
+
+// The answers to a burst of inline requests go out in one write, not one
+// write per answer.
+func TestInlineAnswersOfOneBurstShareOneWrite(t *testing.T) {
+	h := &inlineHandler{blockCode: -1}
+	cli, wc := servePipe(t, h)
+	const n = 16
+	go func() { _, _ = cli.Write(frames(t, CodeHeartbeat, 1, n)) }()
+	got := readAnswers(t, bufio.NewReader(cli), n)
+	require.Len(t, got, n)
+	require.Equal(t, n, h.count(CodeHeartbeat))
+	require.Equal(t, int64(1), wc.writes.Load(), "one write for the burst's %d answers", n)
+}
+
+// A request that is not inline (a long poll) does not hold up the inline
+// ones read after it, and its answer still goes out.
+func TestInlineRequestsAreNotHeldUpByABlockedOne(t *testing.T) {
+	h := &inlineHandler{blockCode: CodePullMessage, release: make(chan struct{})}
+	cli, _ := servePipe(t, h)
+	r := bufio.NewReader(cli)
+	go func() {
+		_, _ = cli.Write(append(frames(t, CodePullMessage, 100, 1), frames(t, CodeHeartbeat, 1, 3)...))
+	}()
+	got := readAnswers(t, r, 3)
+	require.Equal(t, map[int32]bool{1: true, 2: true, 3: true}, got)
+	close(h.release)
+	require.Equal(t, map[int32]bool{100: true}, readAnswers(t, r, 1))
+}
+
+// Inline answers waiting to go out are written before the connection is
+// closed for a broken frame that arrived with their requests.
+func TestInlineAnswersGoOutBeforeABrokenFrameCloses(t *testing.T) {
+	h := &inlineHandler{blockCode: -1}
+	cli, _ := servePipe(t, h)
+	broken := []byte{0, 0, 0, 1, 'x'} // a frame length below 4
+	go func() { _, _ = cli.Write(append(frames(t, CodeHeartbeat, 1, 2), broken...)) }()
+	r := bufio.NewReader(cli)
+	require.Len(t, readAnswers(t, r, 2), 2)
+	_, err := ReadFrame(r, DefaultMaxFrame)
+	require.ErrorIs(t, err, io.EOF, "then the connection is closed")
+}
+
+// As TestWriteErrorDoesNotDropRequestsAlreadySent, with the requests served
+// inline: the failed write of an inline answer keeps the socket open, and
+// the oneway requests read after it are served.
+func TestInlineWriteErrorDoesNotDropRequestsAlreadySent(t *testing.T) {
+	first := frames(t, CodeHeartbeat, 1, 1)
+	var rest []byte
+	for i := int32(0); i < 3; i++ {
+		rest = append(rest, mustEncode(t, &Command{Code: CodeUpdateConsumerOffset, Opaque: 2 + i, Flag: FlagOneway,
+			ExtFields: map[string]string{}})...)
+	}
+	nc := &resetConn{first: first, rest: rest, wrote: make(chan struct{})}
+	h := &inlineHandler{blockCode: -1}
+	s := NewServer(h, ServerOptions{})
+	l := &oneConnListener{c: nc, done: make(chan struct{})}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	require.Eventually(t, func() bool { return h.count(CodeUpdateConsumerOffset) == 3 }, 5*time.Second, time.Millisecond,
+		"every oneway request read before the reset is served")
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, <-served, ErrServerClosed)
+	require.Equal(t, uint64(1), s.Stats().WriteErrors)
+}
+
+// Inline answers and the write loop's (notifications, goroutine-served
+// requests) share the connection's writer without tearing a frame.
+func TestInlineAndWriteLoopAnswersInterleaveWhole(t *testing.T) {
+	h := &inlineHandler{blockCode: CodePullMessage, release: make(chan struct{})}
+	close(h.release) // goroutine-served, not blocked
+	cli, _ := servePipe(t, h)
+	const n = 200
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := int32(0); i < n; i++ {
+			code := CodeHeartbeat
+			if i%2 == 0 {
+				code = CodePullMessage
+			}
+			if _, err := cli.Write(frames(t, code, i+1, 1)); err != nil {
+				return
+			}
+		}
+	}()
+	got := readAnswers(t, bufio.NewReader(cli), n)
+	require.Len(t, got, n)
+	wg.Wait()
+}
+
+// bodyHandler answers every request with body, through the write loop.
+type bodyHandler struct{ body []byte }
+
+func (h bodyHandler) Serve(_ context.Context, _ *Conn, req *Command) *Command {
+	resp := NewResponse(req, Success, "")
+	resp.Body = h.body
+	return resp
+}
+
+// A large answer (a pull's messages) is written apart from its header; the
+// frame the client reads is the one Encode makes.
+func TestLargeAnswerFrameIsWhole(t *testing.T) {
+	body := make([]byte, 300<<10)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	for _, size := range []int{0, 100, 4 << 10, 4<<10 + 1, len(body)} {
+		cli, _ := servePipe(t, bodyHandler{body: body[:size]})
+		go func() { _, _ = cli.Write(frames(t, CodePullMessage, 1, 2)) }()
+		r := bufio.NewReader(cli)
+		for i := 0; i < 2; i++ {
+			f, err := ReadFrame(r, DefaultMaxFrame)
+			require.NoError(t, err)
+			cmd, err := Decode(f)
+			require.NoError(t, err)
+			require.Equal(t, Success, cmd.Code)
+			require.Equal(t, size, len(cmd.Body), "size %d", size)
+			if size > 0 {
+				require.Equal(t, body[:size], cmd.Body)
+			}
+		}
+	}
+}
+
+// A peer that sends a broken frame and never reads its answers does not
+// keep its connection open: the last answers get a bounded time to go out.
+func TestClosingConnectionDoesNotWaitForAPeerThatDoesNotRead(t *testing.T) {
+	h := &inlineHandler{blockCode: -1}
+	cli, srv := net.Pipe()
+	defer cli.Close()
+	s := NewServer(h, ServerOptions{})
+	l := &oneConnListener{c: srv, done: make(chan struct{})}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	_, err := cli.Write(append(frames(t, CodeHeartbeat, 1, 3), 0, 0, 0, 1, 'x'))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return h.count(CodeHeartbeat) == 3 && s.Stats().Connections == 0 },
+		5*time.Second, 5*time.Millisecond, "the connection closes though its answers are unread")
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, <-served, ErrServerClosed)
+}
