@@ -25,7 +25,8 @@ import (
 
 // BenchmarkGRPCSend16: the stock v5 producer, 16 goroutines sending 1 KiB
 // messages (Send, synchronous) to a 4-queue topic on loopback over TLS.
-// Reports msgs/s, p50/p99 send latency and process CPU per message.
+// Reports msgs/s, p50/p99 send latency, process CPU per message and how
+// many messages each store append (and, flush=sync, each fsync) carried.
 func BenchmarkGRPCSend16(b *testing.B) {
 	for _, flush := range []string{"sync", "async"} {
 		b.Run("flush="+flush, func(b *testing.B) { benchSend(b, flush) })
@@ -43,6 +44,7 @@ func benchSend(b *testing.B, flush string) {
 	const workers = 16
 	lat := make([][]time.Duration, workers)
 	var next atomic.Int64
+	st0 := br.Server.Core().Store().Stats()
 	b.ReportAllocs()
 	b.ResetTimer()
 	start, cpu0 := time.Now(), processCPU()
@@ -66,6 +68,14 @@ func benchSend(b *testing.B, flush string) {
 	b.StopTimer()
 	reportLatency(b, lat, el)
 	reportCPU(b, cpu, b.N)
+	// How many sends each store append and each fsync carried.
+	st := br.Server.Core().Store().Stats()
+	if n := st.Appends - st0.Appends; n > 0 {
+		b.ReportMetric(float64(st.Messages-st0.Messages)/float64(n), "msgs/append")
+	}
+	if n := st.Syncs - st0.Syncs; n > 0 && flush == "sync" {
+		b.ReportMetric(float64(st.SyncedRecords-st0.SyncedRecords)/float64(n), "msgs/fsync")
+	}
 }
 
 // reportCPU reports the process's CPU time per message (client and server
