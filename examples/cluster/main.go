@@ -128,11 +128,8 @@ func runNode(ctx context.Context, cfg Config, join string) error {
 
 // isFresh reports whether dir holds no raft state yet.
 func isFresh(dir string) (bool, error) {
-	_, err := os.Stat(filepath.Join(dir, "raft.db"))
-	if errors.Is(err, os.ErrNotExist) {
-		return true, nil
-	}
-	return false, err
+	have, err := existingLogStore(dir)
+	return have == "", err
 }
 
 // joinCluster asks a member to add this node, following redirects to the
