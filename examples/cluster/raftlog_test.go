@@ -50,7 +50,13 @@ func entries(from, to, term uint64) []*raft.Log {
 	return ls
 }
 
-func requireEntry(t testing.TB, s raft.LogStore, want *raft.Log) {
+// checker is what the assertions need of a *testing.T or a *rapid.T.
+type checker interface {
+	require.TestingT
+	Helper()
+}
+
+func requireEntry(t checker, s raft.LogStore, want *raft.Log) {
 	t.Helper()
 	var got raft.Log
 	require.NoError(t, s.GetLog(want.Index, &got), "entry %d", want.Index)
