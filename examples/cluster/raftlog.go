@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/brokercore/brokercore/internal/fsx"
 	"github.com/hashicorp/raft"
@@ -52,6 +54,19 @@ type logStore struct {
 	metaFirst uint64 // entries below it are deleted (the "first" file)
 	failed    error
 	closed    bool
+
+	batches, entries, syncNanos atomic.Uint64 // logStats
+}
+
+// logStats counts the log's writes (benchmarks report them).
+type logStats struct {
+	Batches   uint64 `json:"batches"` // StoreLogs calls written, one fsync each
+	Entries   uint64 `json:"entries"`
+	SyncNanos uint64 `json:"sync_nanos"` // time spent in their fsyncs
+}
+
+func (s *logStore) stats() logStats {
+	return logStats{Batches: s.batches.Load(), Entries: s.entries.Load(), SyncNanos: s.syncNanos.Load()}
 }
 
 type segment struct {
@@ -335,9 +350,13 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
 		return s.fail("write", err)
 	}
-	if err := seg.f.Sync(); err != nil {
+	t0 := time.Now()
+	if err := datasync(seg.f); err != nil {
 		return s.fail("fsync", err)
 	}
+	s.syncNanos.Add(uint64(time.Since(t0)))
+	s.batches.Add(1)
+	s.entries.Add(uint64(len(logs)))
 	if created {
 		if err := s.fs.SyncDir(s.dir); err != nil {
 			return s.fail("fsync directory", err)
