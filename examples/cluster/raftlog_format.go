@@ -136,12 +136,11 @@ func decodeFrame(f []byte, index uint64, l *raft.Log) error {
 
 // scanSegment finds the intact frames of one segment's bytes: each either
 // continues the batch of the frame before it or starts a batch where it
-// lies. It returns them and the offset where they end. Bytes past that end
-// are a torn last batch (cut by the caller) only when tail is set and no
-// intact frame of another batch follows them; otherwise the segment is
-// corrupt.
-func scanSegment(data []byte, tail bool) ([]frameInfo, int64, error) {
-	var frames []frameInfo
+// lies. It returns them and the offset where they end. Zeros past that end
+// are preallocated space. Other bytes past it are a torn last batch (torn
+// is set: the caller cuts them) only when tail is set and no intact frame
+// of another batch follows them; otherwise the segment is corrupt.
+func scanSegment(data []byte, tail bool) (frames []frameInfo, end int64, torn bool, err error) {
 	var p int64
 	cur := int64(-1) // the batch of the last intact frame
 	for p < int64(len(data)) {
@@ -153,11 +152,11 @@ func scanSegment(data []byte, tail bool) ([]frameInfo, int64, error) {
 		cur = fi.batch
 		p += fi.n
 	}
-	if p == int64(len(data)) {
-		return frames, p, nil
+	if allZero(data[p:]) {
+		return frames, p, false, nil
 	}
 	if !tail {
-		return nil, 0, fmt.Errorf("damaged frame at offset %d of a segment that is not the last: %w", p, ErrLogCorrupt)
+		return nil, 0, false, fmt.Errorf("damaged frame at offset %d of a segment that is not the last: %w", p, ErrLogCorrupt)
 	}
 	for q := p + 1; q < int64(len(data)); q++ {
 		i := bytes.Index(data[q:], magicBytes)
@@ -166,8 +165,21 @@ func scanSegment(data []byte, tail bool) ([]frameInfo, int64, error) {
 		}
 		q += int64(i)
 		if fi, ok := parseFrame(data, q); ok && fi.batch != cur && fi.batch != p {
-			return nil, 0, fmt.Errorf("damaged frame at offset %d is followed by an intact batch at offset %d: %w", p, fi.batch, ErrLogCorrupt)
+			return nil, 0, false, fmt.Errorf("damaged frame at offset %d is followed by an intact batch at offset %d: %w", p, fi.batch, ErrLogCorrupt)
 		}
 	}
-	return frames, p, nil
+	return frames, p, true, nil
 }
+
+func allZero(b []byte) bool {
+	for len(b) >= len(zeros) {
+		if !bytes.Equal(b[:len(zeros)], zeros[:]) {
+			return false
+		}
+		b = b[len(zeros):]
+	}
+	return bytes.Equal(b, zeros[:len(b)])
+}
+
+// zeros is what preallocated segment space is written with.
+var zeros [256 << 10]byte

@@ -20,7 +20,8 @@ func TestLogStoreMatchesAModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		dir, err := os.MkdirTemp(t.TempDir(), "model")
 		require.NoError(rt, err)
-		o := logStoreOptions{SegmentBytes: rapid.Int64Range(64, 2048).Draw(rt, "segment")}
+		o := logStoreOptions{SegmentBytes: rapid.Int64Range(64, 2048).Draw(rt, "segment"),
+			PreallocBytes: rapid.Int64Range(-1, 1024).Draw(rt, "prealloc")}
 		s, err := openLogStore(dir, o)
 		require.NoError(rt, err)
 		defer func() { _ = s.Close() }()

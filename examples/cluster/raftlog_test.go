@@ -262,15 +262,19 @@ func copyDir(t testing.TB, from string) string {
 // new entries after it.
 func TestLogStoreCutsATornLastBatchAtEveryByte(t *testing.T) {
 	dir := t.TempDir()
-	s := openTestLog(t, dir, logStoreOptions{})
+	// Thousands of opens: no fsyncs (durability is not what this checks),
+	// a little preallocation past the frames.
+	o := logStoreOptions{FS: noSyncFS{fsx.OS}, PreallocBytes: 512}
+	s := openTestLog(t, dir, o)
 	require.NoError(t, s.StoreLogs(entries(1, 10, 1)))
 	require.NoError(t, s.StoreLogs(entries(11, 14, 1)))
 	require.NoError(t, s.Close())
 	seg := lastSegment(t, dir)
 	full, err := os.ReadFile(seg)
 	require.NoError(t, err)
-	s2 := openTestLog(t, copyDir(t, dir), logStoreOptions{})
+	s2 := openTestLog(t, copyDir(t, dir), o)
 	start := s2.locs[10].off // where the last batch begins
+	full = full[:s2.tail().size]
 	require.NoError(t, s2.Close())
 
 	for cut := start; cut < int64(len(full)); cut++ {
@@ -278,15 +282,16 @@ func TestLogStoreCutsATornLastBatchAtEveryByte(t *testing.T) {
 			d := copyDir(t, dir)
 			b := slices.Clone(full[:cut])
 			switch fill {
-			case "zeros":
-				b = append(b, make([]byte, int64(len(full))-cut)...)
-			case "garbage":
+			case "zeros": // or preallocated space
+				b = append(b, make([]byte, int64(len(full))-cut+1000)...)
+			case "garbage": // then preallocated zeros
 				for i := cut; i < int64(len(full)); i++ {
 					b = append(b, byte(i*7+3))
 				}
+				b = append(b, make([]byte, 1000)...)
 			}
 			require.NoError(t, os.WriteFile(lastSegment(t, d), b, 0o644))
-			s, err := openLogStore(d, logStoreOptions{})
+			s, err := openLogStore(d, o)
 			require.NoError(t, err, "cut at %d (%s)", cut, fill)
 			last, _ := s.LastIndex()
 			require.GreaterOrEqual(t, last, uint64(10), "cut at %d", cut)
@@ -296,7 +301,7 @@ func TestLogStoreCutsATornLastBatchAtEveryByte(t *testing.T) {
 			}
 			require.NoError(t, s.StoreLogs(entries(last+1, last+2, 2)))
 			require.NoError(t, s.Close())
-			s, err = openLogStore(d, logStoreOptions{})
+			s, err = openLogStore(d, o)
 			require.NoError(t, err)
 			requireRange(t, s, 1, last+2)
 			requireEntry(t, s, testEntry(last+2, 2))
@@ -312,7 +317,7 @@ func TestLogStoreRefusesAFlippedBitBeforeTheLastBatch(t *testing.T) {
 	for _, segBytes := range []int64{0, 500} {
 		t.Run(fmt.Sprintf("segment=%d", segBytes), func(t *testing.T) {
 			dir := t.TempDir()
-			o := logStoreOptions{SegmentBytes: segBytes}
+			o := logStoreOptions{SegmentBytes: segBytes, FS: noSyncFS{fsx.OS}, PreallocBytes: 512}
 			s := openTestLog(t, dir, o)
 			for i := uint64(1); i <= 50; i += 5 {
 				require.NoError(t, s.StoreLogs(entries(i, i+4, 1)))
@@ -335,6 +340,28 @@ func TestLogStoreRefusesAFlippedBitBeforeTheLastBatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Segments are extended with zeros ahead of their frames; the zeros are
+// free space on reopen, not damage, and appends go on over them.
+func TestLogStorePreallocatedSpaceIsReusedAfterReopen(t *testing.T) {
+	dir := t.TempDir()
+	o := logStoreOptions{PreallocBytes: 4096, SegmentBytes: 1 << 20}
+	s := openTestLog(t, dir, o)
+	require.NoError(t, s.StoreLogs(entries(1, 5, 1)))
+	st, err := os.Stat(lastSegment(t, dir))
+	require.NoError(t, err)
+	require.Greater(t, st.Size(), s.tail().size, "zeros ahead of the frames")
+	for i := uint64(6); i <= 60; i += 5 {
+		s = reopenLog(t, s, o)
+		requireRange(t, s, 1, i-1)
+		require.NoError(t, s.StoreLogs(entries(i, i+4, 1)))
+	}
+	s = reopenLog(t, s, o)
+	for i := uint64(1); i <= 60; i++ {
+		requireEntry(t, s, testEntry(i, 1))
+	}
+	require.Equal(t, 1, segCount(t, dir))
 }
 
 func TestLogStoreRefusesAForeignSegmentName(t *testing.T) {
