@@ -186,6 +186,12 @@ func BenchmarkFailover(b *testing.B) {
 // StoreLogs call (= per fsync) on the leader and on a follower, and the
 // mean fsync time.
 func reportLogWrites(b *testing.B, leader *Node, nodes []*Node) {
+	bs := &leader.batch.stats
+	if p, e := bs.Produces.Load(), bs.Entries.Load(); p > 0 && e > 0 {
+		b.ReportMetric(float64(bs.QueuedNanos.Load())/float64(p)/1e3, "queued-µs/produce")
+		b.ReportMetric(float64(bs.RaftNanos.Load())/float64(e)/1e3, "raft-µs/entry")
+		b.ReportMetric(float64(p)/float64(e), "produces/entry")
+	}
 	follower := false
 	for _, n := range nodes {
 		ls, ok := n.logs.(*logStore)

@@ -446,3 +446,35 @@ func TestLogStoreFaultsFailTheLogAndLoseNothingAcknowledged(t *testing.T) {
 		}
 	}
 }
+
+// A suffix deletion is durable when it returns: it truncates and syncs
+// the segment holding the new end, and removes later segments with a sync
+// of the directory; a failed sync is answered, never swallowed.
+func TestLogStoreSuffixDeletionSyncsBeforeItReturns(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		min        uint64
+		truncates  bool
+		removesAny bool
+	}{
+		{"inside the last segment", 38, true, false},
+		{"back across segments", 5, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ff := &fsx.Faulty{}
+			s := openTestLog(t, t.TempDir(), logStoreOptions{FS: ff, SegmentBytes: 400, PreallocBytes: -1})
+			for i := uint64(1); i <= 40; i += 5 {
+				require.NoError(t, s.StoreLogs(entries(i, i+4, 1)))
+			}
+			syncs, truncs, removes := ff.Calls(fsx.OpSync), ff.Calls(fsx.OpTruncate), ff.Calls(fsx.OpRemove)
+			require.NoError(t, s.DeleteRange(c.min, 40))
+			require.Greater(t, ff.Calls(fsx.OpSync), syncs, "synced before returning")
+			require.Equal(t, c.truncates, ff.Calls(fsx.OpTruncate) > truncs)
+			require.Equal(t, c.removesAny, ff.Calls(fsx.OpRemove) > removes)
+
+			require.NoError(t, s.StoreLogs(entries(c.min, 45, 2)))
+			ff.Fail(fsx.OpSync, 1, fsx.ENOSPC)
+			require.ErrorIs(t, s.DeleteRange(c.min, 45), ErrLogFailed)
+		})
+	}
+}
