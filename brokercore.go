@@ -52,9 +52,10 @@ type closer struct {
 //     commits to, bounded by the store (an offset past a queue's end is
 //     offset.ErrBeyondEnd for Commit and Reset alike);
 //   - the pop service, whose dead letters are appended to queue 0 of
-//     DeadLetterPrefix+group, and whose receipt handles are signed with the
-//     key in dir/HandleKeyFile (so handles from before a restart answer
-//     pop.ErrStaleHandle, not pop.ErrBadHandle);
+//     DeadLetterPrefix+group (none with Options.NoDeadLetters), and whose
+//     receipt handles are signed with the key in dir/HandleKeyFile (so
+//     handles from before a restart answer pop.ErrStaleHandle, not
+//     pop.ErrBadHandle);
 //   - the scheduler, with its progress in dir/ScheduleDir/ProgressFile,
 //     started, so delayed messages are delivered exactly once across
 //     reopens;
@@ -67,6 +68,9 @@ type closer struct {
 func Open(dir string, opts Options) (*Broker, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("%w: empty directory", ErrInvalid)
+	}
+	if opts.NoDeadLetters && opts.Pop.DeadLetter != nil {
+		return nil, fmt.Errorf("%w: NoDeadLetters with a Pop.DeadLetter set", ErrInvalid)
 	}
 	opts = opts.withDefaults(dir)
 	b := &Broker{log: opts.Logger.With("pkg", "brokercore"), stop: make(chan struct{})}
@@ -107,7 +111,7 @@ func (b *Broker) open(dir string, opts Options) error {
 	if po.Offsets == nil {
 		po.Offsets = offs
 	}
-	if po.DeadLetter == nil {
+	if po.DeadLetter == nil && !opts.NoDeadLetters {
 		po.DeadLetter = b.deadLetter
 	}
 	if po.HandleKey == nil {

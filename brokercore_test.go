@@ -149,6 +149,39 @@ func TestOpenAppendsDeadLettersToAPoppableTopic(t *testing.T) {
 	require.NoError(t, b.Pop().Ack(res.Messages[0].Handle))
 }
 
+func TestOpenWithNoDeadLettersRedeliversPastMaxAttempts(t *testing.T) {
+	clk := newClock()
+	opts := testOptions(clk)
+	opts.Pop.MaxAttempts = 1
+	opts.NoDeadLetters = true
+	b := openBroker(t, t.TempDir(), opts)
+	require.NoError(t, b.Store().Append(msg("poison")))
+
+	req := pop.Request{Group: group, ClientID: "c1", Topic: topic, Max: 1, Invisible: time.Second}
+	for attempt := 1; attempt <= 5; attempt++ {
+		res, err := b.Pop().Pop(context.Background(), req)
+		require.NoError(t, err)
+		require.Len(t, res.Messages, 1, "delivery %d: never dead-lettered", attempt)
+		assert.Equal(t, "poison", string(res.Messages[0].Message.Body))
+		clk.Advance(2 * time.Second) // its invisible time ends unacked
+	}
+	assert.Zero(t, b.Store().MaxOffset(brokercore.DeadLetterTopic(group), 0), "nothing is appended to the dead-letter topic")
+	assert.Zero(t, b.Pop().Stats().DeadLettered)
+}
+
+func TestOpenRefusesNoDeadLettersWithADeadLetterFunc(t *testing.T) {
+	opts := testOptions(newClock())
+	opts.NoDeadLetters = true
+	opts.Pop.DeadLetter = func(string, *store.Message) error { return nil }
+	dir := t.TempDir()
+	b, err := brokercore.Open(dir, opts)
+	require.ErrorIs(t, err, brokercore.ErrInvalid)
+	require.Nil(t, b)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "a refused Open creates nothing")
+}
+
 func TestDeadLetterMessageCopiesWithoutTouchingTheOriginal(t *testing.T) {
 	m := msg("x")
 	m.Properties[brokercore.PropUniqKey] = "U1"

@@ -72,6 +72,13 @@ type Options struct {
 	// Consumer configures the consumer registry.
 	Consumer consumer.Options
 
+	// NoDeadLetters keeps every message in its queue until it is acked: a
+	// message past Pop.MaxAttempts is delivered again after each invisible
+	// time, never moved to DeadLetterTopic(group). It is for hosts whose
+	// consumers handle poison messages themselves (Watermill's contract).
+	// Setting it together with Pop.DeadLetter is refused with ErrInvalid.
+	NoDeadLetters bool
+
 	// LockSweepEvery is the period of lock.Table.Sweep (0 =
 	// DefaultLockSweepEvery, negative = never).
 	LockSweepEvery time.Duration

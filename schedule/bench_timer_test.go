@@ -126,7 +126,7 @@ func BenchmarkTimers100kDueInOneSecondTick10ms(b *testing.B) { benchTimers(b, ti
 // BenchmarkTimers100kDueInOneSecondTick10msProgressInLog is the same with
 // zero Options: progress rides in the store's batch (no progress-file fsync
 // per batch) and the index is in memory. The difference to the above is the
-// cost of the progress file's two fsyncs per delivered batch.
+// cost of the progress journal's one fsync per delivered batch.
 func BenchmarkTimers100kDueInOneSecondTick10msProgressInLog(b *testing.B) {
 	benchTimers(b, time.Second, false)
 }

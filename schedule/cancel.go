@@ -3,6 +3,7 @@ package schedule
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Cancel stops every pending timer whose UNIQ_KEY is uniqKey, durably: the
@@ -16,8 +17,32 @@ import (
 // Cancel reads the index (24 bytes per indexed timer) and the records not
 // indexed yet; it holds the timers' lane while it does, so timers are not
 // delivered meanwhile. It may be called whether or not the Scheduler is
-// started.
+// started. CancelAt, given the timer's time, reads one slot instead.
 func (s *Scheduler) Cancel(uniqKey string) error {
+	return s.cancel(uniqKey, anyTime)
+}
+
+// CancelAt is Cancel of the timers whose UNIQ_KEY is uniqKey and whose time
+// is t, the time given to At (or the PropTimerDeliverMS of a record
+// appended by hand), to the millisecond: as RocketMQ's timer delete, which
+// carries the timer's delivery time too. Knowing the time, it reads only
+// the index slot of t (SlotWidth of due times) and the records not indexed
+// yet, so its cost does not grow with the timers pending elsewhere. A timer
+// with this key at another time is not touched: ErrTimerNotFound if there
+// is none at t. For a t already passed, a timer is due when it was stored,
+// so CancelAt then is Cancel.
+func (s *Scheduler) CancelAt(uniqKey string, t time.Time) error {
+	due := ceilMilli(t)
+	if due <= s.now().UnixMilli() {
+		return s.cancel(uniqKey, anyTime)
+	}
+	return s.cancel(uniqKey, due)
+}
+
+// anyTime is cancel's due for "whatever the timer's time".
+const anyTime = int64(-1 << 63)
+
+func (s *Scheduler) cancel(uniqKey string, due int64) error {
 	if uniqKey == "" {
 		s.log.Debug("schedule: cancel rejected", "reason", "empty key")
 		return fmt.Errorf("cancel: empty key: %w", ErrInvalid)
@@ -32,7 +57,7 @@ func (s *Scheduler) Cancel(uniqKey string) error {
 	if err := t.repair(); err != nil {
 		return fmt.Errorf("cancel %q: %w", uniqKey, err)
 	}
-	pending, delivered, cancelled, err := t.find(uniqKey)
+	pending, delivered, cancelled, err := t.find(uniqKey, due)
 	if err != nil {
 		s.log.Debug("schedule: cancel failed", "key", uniqKey, "err", err)
 		return fmt.Errorf("cancel %q: %w", uniqKey, err)
@@ -73,22 +98,30 @@ func (s *Scheduler) Cancel(uniqKey string) error {
 }
 
 // find looks uniqKey up in the index (by hash, then confirmed from the log)
-// and in the records not indexed yet. Caller holds t.mu.
-func (t *timerLane) find(uniqKey string) (pending []timerKey, delivered, cancelled bool, err error) {
+// and in the records not indexed yet: every timer with the key, or (due not
+// anyTime) only the ones due at due, in one slot. Caller holds t.mu.
+func (t *timerLane) find(uniqKey string, due int64) (pending []timerKey, delivered, cancelled bool, err error) {
 	h := keyHash(uniqKey)
+	at := func(k timerKey) bool { return due == anyTime || k.due == due }
+	slots := t.idx.slots
+	if due != anyTime {
+		slots = nil
+		if _, found := slices.BinarySearch(t.idx.slots, slotOf(due)); found {
+			slots = []int64{slotOf(due)}
+		}
+	}
 	var cands []entry
-	for _, slot := range t.idx.slots {
-		es, err := t.idx.load(slot)
+	for _, slot := range slots {
+		err := t.idx.scan(slot, func(e entry) {
+			// Entries at or beyond the ingest cursor were written ahead of
+			// the progress; the scan of the records not indexed covers them.
+			if e.hash == h && e.key.off < t.st.ingested && at(e.key) {
+				cands = append(cands, e)
+			}
+		})
 		if err != nil {
 			t.broken = err
 			return nil, false, false, err
-		}
-		for _, e := range es {
-			// Entries at or beyond the ingest cursor were written ahead of
-			// the progress; the scan of the records not indexed covers them.
-			if e.hash == h && e.key.off < t.st.ingested {
-				cands = append(cands, e)
-			}
 		}
 	}
 	slices.SortFunc(cands, compareEntries)
@@ -121,7 +154,7 @@ func (t *timerLane) find(uniqKey string) (pending []timerKey, delivered, cancell
 		}
 		for _, m := range msgs {
 			if m.Properties[PropUniqKey] == uniqKey {
-				if k, ok := timerOf(m, t.s.opts.MaxTimerDelay); ok {
+				if k, ok := timerOf(m, t.s.opts.MaxTimerDelay); ok && at(k) {
 					classify(k, true) // not indexed yet: never delivered
 				}
 			}

@@ -211,7 +211,8 @@ func yieldN(n int) {
 
 // loadProgress reads the levels of the progress file at path (nil if none).
 func loadProgress(path string) (map[int]int64, error) {
-	b, err := loadProgressFile(fsx.OS, path)
+	j := progressJournal{fs: fsx.OS, path: path}
+	b, _, err := j.load()
 	if err != nil || b == nil {
 		return nil, err
 	}

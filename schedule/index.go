@@ -55,21 +55,28 @@ func appendEntry(b []byte, e entry) []byte {
 // decodeEntries decodes a slot file; a torn tail (a partial last entry) is
 // ignored, a checksum mismatch or a negative offset is errIndexDamaged.
 func decodeEntries(b []byte, out []entry) ([]entry, error) {
+	err := scanEntries(b, func(e entry) { out = append(out, e) })
+	return out, err
+}
+
+// scanEntries calls fn for each entry of b, checked as decodeEntries
+// checks them, without collecting them.
+func scanEntries(b []byte, fn func(entry)) error {
 	for len(b) >= entrySize {
 		if crc.Checksum(b[:20]) != binary.LittleEndian.Uint32(b[20:24]) {
-			return out, fmt.Errorf("entry checksum mismatch: %w", errIndexDamaged)
+			return fmt.Errorf("entry checksum mismatch: %w", errIndexDamaged)
 		}
 		e := entry{
 			key:  timerKey{due: int64(binary.LittleEndian.Uint64(b)), off: int64(binary.LittleEndian.Uint64(b[8:]))},
 			hash: binary.LittleEndian.Uint32(b[16:]),
 		}
 		if e.key.off < 0 {
-			return out, fmt.Errorf("negative offset: %w", errIndexDamaged)
+			return fmt.Errorf("negative offset: %w", errIndexDamaged)
 		}
-		out = append(out, e)
+		fn(e)
 		b = b[entrySize:]
 	}
-	return out, nil
+	return nil
 }
 
 func encodeMeta(id uint64) []byte {
@@ -395,6 +402,19 @@ func (x *index) load(slot int64) ([]entry, error) {
 		return nil, fmt.Errorf("slot %d: %w", slot, err)
 	}
 	return decodeEntries(x.buf[slot], out)
+}
+
+// scan calls fn for every entry of slot, buffered ones included, in no
+// particular order, without collecting them (Cancel's search).
+func (x *index) scan(slot int64, fn func(entry)) error {
+	b, err := x.files.read(slot)
+	if err != nil {
+		return err
+	}
+	if err := scanEntries(b, fn); err != nil {
+		return fmt.Errorf("slot %d: %w", slot, err)
+	}
+	return scanEntries(x.buf[slot], fn)
 }
 
 // after is the first slot above s, if any.

@@ -59,8 +59,9 @@ type Options struct {
 	// "" means DefaultLevels. See ParseLevels.
 	Levels string
 	// ProgressPath is the progress file (levels' next offsets, the timers'
-	// position and their cancels), replaced atomically after every
-	// delivered batch; the timer index lives in the directory
+	// position and their cancels): a journal with one record appended and
+	// fsynced per delivered batch, compacted by an atomic replace once it
+	// passes 1 MiB; the timer index lives in the directory
 	// ProgressPath+".timers" beside it. "" keeps progress in the log itself
 	// (records in ProgressTopic, appended atomically with each batch) and
 	// the timer index in memory, rebuilt from the log by New: durable, but

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/brokercore/brokercore/internal/crc"
-	"github.com/brokercore/brokercore/internal/fsx"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -184,22 +183,6 @@ func (r *reader) varint() int64 {
 	}
 	r.b = r.b[n:]
 	return v
-}
-
-// loadProgressFile reads the file at path. A missing file is (nil, nil): a
-// first start. An empty, torn or corrupt file is ErrCorrupt.
-func loadProgressFile(fsys fsx.FS, path string) ([]byte, error) {
-	b, err := fsx.ReadFile(fsys, path)
-	if fsx.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("progress file %s: %w", path, err)
-	}
-	if len(b) == 0 {
-		return nil, fmt.Errorf("progress file %s: empty: %w", path, ErrCorrupt)
-	}
-	return b, nil
 }
 
 // logProgress makes any Log a ProgressLog: the progress record is one more

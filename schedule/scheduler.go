@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/brokercore/brokercore/internal/fsx"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -39,6 +38,9 @@ type Scheduler struct {
 	now    func() time.Time
 	log    *slog.Logger
 	pl     ProgressLog // nil: progress in the file at opts.ProgressPath
+	// journal is the progress file (nil with a ProgressLog or no
+	// ProgressPath); used under saveMu.
+	journal *progressJournal
 	// done is the Log's Done channel when it has one (as *store.Store):
 	// once it is closed, Start and Cancel answer ErrClosed.
 	done <-chan struct{}
@@ -57,7 +59,10 @@ type Scheduler struct {
 	saveDone uint64        // file mode: every ticket up to this one is on disk; under saveMu
 	saveErr  error         // file mode: result of the last write; under saveMu
 	stored   []byte        // the last progress record written; under saveMu
-	saveFail atomic.Uint64 // failed progress writes
+	// migrating: the progress file New loaded is of the old format or has
+	// a torn tail; under saveMu.
+	migrating bool
+	saveFail  atomic.Uint64 // failed progress writes
 }
 
 // generation is one Start's lifetime: the loops it started and the channel
@@ -117,13 +122,34 @@ func New(log Log, opts Options) (*Scheduler, error) {
 	var files slotFiles = &memSlots{}
 	if o.ProgressPath != "" {
 		files = newDirSlots(o.FS, o.ProgressPath+".timers")
+		if s.pl == nil {
+			s.journal = &progressJournal{fs: o.FS, path: o.ProgressPath}
+		}
 	}
 	s.timers = newTimerLane(s, files)
 	if err := s.reload(true); err != nil {
 		s.log.Debug("schedule: progress not loaded", "path", o.ProgressPath, "err", err)
 		return nil, fmt.Errorf("new: %w", err)
 	}
+	s.migrate()
 	return s, nil
+}
+
+// migrate rewrites a progress file of the format before the journal, or
+// one with a torn tail, as a journal of its newest record. A failure is
+// logged: the next progress write replaces the file anyway.
+func (s *Scheduler) migrate() {
+	if s.journal == nil || !s.migrating {
+		return
+	}
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	s.migrating = false
+	if err := s.journal.replace(s.journal.last); err != nil {
+		s.log.Warn("schedule: progress file not migrated, the next write replaces it", "path", s.opts.ProgressPath, "err", err)
+		return
+	}
+	s.log.Info("schedule: progress file rewritten as a journal", "path", s.opts.ProgressPath)
 }
 
 // logClosed reports whether the Log's Done channel (if it has one) is closed.
@@ -213,7 +239,15 @@ func (s *Scheduler) Close() error {
 	s.lifeMu.Lock()
 	s.closed.Store(true) // no Start gets past this (it checks under lifeMu)
 	s.lifeMu.Unlock()
-	return s.Stop()
+	err := s.Stop()
+	if s.journal != nil {
+		s.saveMu.Lock()
+		if cerr := s.journal.close(); err == nil {
+			err = cerr
+		}
+		s.saveMu.Unlock()
+	}
+	return err
 }
 
 // closedErr is ErrClosed after Close, or once the Log says it closed.
@@ -264,8 +298,10 @@ func (s *Scheduler) loadProgress() (*progress, error) {
 	switch {
 	case s.pl != nil:
 		b, err = s.pl.LoadProgress()
-	case s.opts.ProgressPath != "":
-		b, err = loadProgressFile(s.opts.FS, s.opts.ProgressPath)
+	case s.journal != nil:
+		s.saveMu.Lock()
+		b, s.migrating, err = s.journal.load()
+		s.saveMu.Unlock()
 	}
 	if err != nil || b == nil {
 		return nil, err
@@ -403,7 +439,7 @@ func (s *Scheduler) persist() error {
 		s.stored = b
 		return nil
 	}
-	if s.opts.ProgressPath == "" {
+	if s.journal == nil {
 		return nil
 	}
 	ticket := s.saveReq.Add(1)
@@ -414,10 +450,9 @@ func (s *Scheduler) persist() error {
 	}
 	covers := s.saveReq.Load()
 	b := encodeProgress(s.snapshot(nil, 0, nil))
-	s.saveErr = fsx.WriteFile(s.opts.FS, s.opts.ProgressPath, b, 0o644)
+	s.saveErr = s.journal.write(b)
 	s.saveDone = covers
 	if s.saveErr != nil {
-		s.saveErr = fmt.Errorf("progress file %s: %w", s.opts.ProgressPath, s.saveErr)
 		s.saveFail.Add(1)
 	}
 	return s.saveErr

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/internal/fsx"
 	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -169,8 +170,14 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 				}
 				mmu.Lock()
 				k := timerKeys[rapid.IntRange(0, n-1).Draw(rt, "timer")]
+				when := produced[k].due
 				mmu.Unlock()
-				err := s.Cancel(k)
+				var err error
+				if rapid.Bool().Draw(rt, "byTime") {
+					err = s.CancelAt(k, when) // the one timer with this key is at when
+				} else {
+					err = s.Cancel(k)
+				}
 				switch {
 				case err == nil:
 					require.False(rt, cancelled[k], "a second cancel succeeded")
@@ -249,7 +256,9 @@ func TestSchedulerMatchesModelUnderAnyStartStopCrashInterleaving(t *testing.T) {
 				image, err := loadProgress(path)
 				require.NoError(rt, err)
 				timers := timerState{done: noneDone}
-				if b, _ := os.ReadFile(path); b != nil {
+				j := progressJournal{fs: fsx.OS, path: path}
+				if b, _, err := j.load(); b != nil || err != nil {
+					require.NoError(rt, err)
 					p, err := decodeProgress(b)
 					require.NoError(rt, err)
 					timers = p.timer

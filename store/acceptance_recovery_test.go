@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -134,7 +135,7 @@ func TestAcceptTornTailNeverExposesPartOfABatch(t *testing.T) {
 	size := fi.Size()
 	for cut := int64(1); cut < size && cut < 400; cut += 11 {
 		dir := t.TempDir()
-		require.NoError(t, os.CopyFS(dir, os.DirFS(src)))
+		require.NoError(t, testkit.CopyCrashImage(src, dir))
 		require.NoError(t, os.Truncate(filepath.Join(dir, seg), size-cut))
 		s2, err := store.Open(dir, store.Options{Sync: store.SyncNone})
 		require.NoError(t, err, "cut %d: a torn tail is repaired", cut)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +17,7 @@ import (
 func crashImage(t *testing.T, dir string) string {
 	t.Helper()
 	img := t.TempDir()
-	require.NoError(t, os.CopyFS(img, os.DirFS(dir)))
+	require.NoError(t, testkit.CopyCrashImage(dir, img))
 	return img
 }
 

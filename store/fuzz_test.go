@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -242,7 +243,7 @@ var multiOnce = sync.OnceValues(func() (*multiFixture, error) {
 // off, then cut to keep bytes (keep < 0: no cut).
 func copyFixture(t *testing.T, fx *multiFixture, file int, off uint16, xor byte, keep int32) string {
 	dir := t.TempDir()
-	require.NoError(t, os.CopyFS(dir, os.DirFS(fx.dir)))
+	require.NoError(t, testkit.CopyCrashImage(fx.dir, dir))
 	path := filepath.Join(dir, fx.files[file])
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)

@@ -7,7 +7,7 @@
 //
 //	go run .                      # full run, under 5 minutes on 2 cores
 //	go run . -quick               # under a minute, smaller sizes, 1 repetition
-//	go run . -workloads consume   # only some workloads (append,durable,consume,reopen)
+//	go run . -workloads consume   # only some workloads (append,durable,consume,reopen,timers)
 //	go run . -dir /mnt/disk       # put the temporary data there
 //	go run . -cpuprofile cpu.out  # profile the run (all systems share the process)
 //
@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -41,7 +42,7 @@ func mainErr(args []string, out, progress io.Writer) error {
 	fs.SetOutput(progress)
 	quick := fs.Bool("quick", false, "smaller sizes and one repetition: under a minute")
 	dir := fs.String("dir", os.TempDir(), "parent directory of the temporary data root")
-	workloads := fs.String("workloads", "all", "comma-separated subset of append,durable,consume,reopen")
+	workloads := fs.String("workloads", "all", "comma-separated subset of "+strings.Join(allWorkloads, ","))
 	reps := fs.Int("reps", 0, "repetitions per case (0 = 3 full, 2 quick)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {

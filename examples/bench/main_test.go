@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 // tinySizes run every case of every workload in about a second: enough to
 // catch an API drift in store, pop, wal or nats that would rot the command.
 var tinySizes = sizes{reps: 2, appendN: 300, durableN: 40, durableT: 50 * time.Millisecond,
-	consumeN: 200, reopenN: 500, reopenMsg: 64}
+	consumeN: 200, reopenN: 500, reopenMsg: 64, timerN: 200}
 
 // TestEveryCaseRunsAndLeavesNoDataBehind runs every workload at a tiny size
 // and checks that each row made it into the table without failing, that the
@@ -57,8 +57,8 @@ func TestEveryCaseRunsAndLeavesNoDataBehind(t *testing.T) {
 			t.Errorf("row %q missing from the table", r.c.system)
 		}
 	}
-	if len(res) != 20 {
-		t.Errorf("%d cases, want 20", len(res))
+	if len(res) != 24 {
+		t.Errorf("%d cases, want 24", len(res))
 	}
 	for _, v := range []string{"nats-server/v2 v", "nats.go v", "tidwall/wal v"} {
 		if !strings.Contains(out.String(), v) {

@@ -20,7 +20,7 @@ const (
 	wReopen  = "reopen"  // open/restart a log of many messages
 )
 
-var allWorkloads = []string{wAppend, wDurable, wConsume, wReopen}
+var allWorkloads = []string{wAppend, wDurable, wConsume, wReopen, wTimers}
 
 // sizes say how much work each run does.
 type sizes struct {
@@ -31,13 +31,14 @@ type sizes struct {
 	consumeN  int64         // messages per consume run
 	reopenN   int64         // messages in the reopened log
 	reopenMsg int           // body size in the reopened log
+	timerN    int64         // timers per timer run (timers.go)
 }
 
 var (
 	fullSizes = sizes{reps: 3, appendN: 300_000, durableN: 1_000_000, durableT: 3 * time.Second,
-		consumeN: 200_000, reopenN: 1_000_000, reopenMsg: bodySize}
+		consumeN: 200_000, reopenN: 1_000_000, reopenMsg: bodySize, timerN: 100_000}
 	quickSizes = sizes{reps: 2, appendN: 100_000, durableN: 1_000_000, durableT: time.Second,
-		consumeN: 50_000, reopenN: 200_000, reopenMsg: bodySize}
+		consumeN: 50_000, reopenN: 200_000, reopenMsg: bodySize, timerN: 100_000}
 )
 
 // config is one invocation of the benchmark.
@@ -116,6 +117,8 @@ func cases(cfg *config) []*bcase {
 				storeCrashCase("brokercore store Open after kill", "jetstream restart after kill", cfg.reopenN, cfg.reopenMsg),
 				jsCrashCase("jetstream restart after kill", cfg.reopenN, cfg.reopenMsg),
 			)
+		case wTimers:
+			cs = timerCases(cfg)
 		}
 		for _, c := range cs {
 			c.workload = w

@@ -40,8 +40,10 @@ const (
 	OffsetsFile = bc.OffsetsFile
 )
 
-// NoMaxAttempts is the pop.Options.MaxAttempts OpenBackend uses by default:
-// more deliveries than any message gets, so none is dead-lettered.
+// NoMaxAttempts is a pop.Options.MaxAttempts larger than any message's
+// deliveries. OpenBackend no longer needs it (it sets
+// brokercore.Options.NoDeadLetters instead); it is kept for hosts that
+// passed it.
 const NoMaxAttempts = math.MaxInt32
 
 // OpenBackend opens the broker core in dir with brokercore.Open: the store
@@ -54,14 +56,12 @@ const NoMaxAttempts = math.MaxInt32
 // A nacked message is redelivered until it is acked, as Watermill expects
 // of a Pub/Sub (its PoisonQueue middleware is the dead-letter policy):
 // with neither popOpts.MaxAttempts nor popOpts.DeadLetter set, OpenBackend
-// sets MaxAttempts to NoMaxAttempts. Set MaxAttempts to have messages
+// opens the core with brokercore.Options.NoDeadLetters. Set MaxAttempts to have messages
 // delivered that many times moved to brokercore's dead-letter topic
 // (brokercore.DeadLetterTopic(group)) instead.
 func OpenBackend(dir string, storeOpts store.Options, popOpts pop.Options) (*Backend, error) {
-	if popOpts.MaxAttempts == 0 && popOpts.DeadLetter == nil {
-		popOpts.MaxAttempts = NoMaxAttempts
-	}
 	var opts bc.Options
+	opts.NoDeadLetters = popOpts.MaxAttempts == 0 && popOpts.DeadLetter == nil
 	opts.Store = storeOpts
 	opts.Pop = popOpts
 	opts.Offset.Logger = popOpts.Logger
