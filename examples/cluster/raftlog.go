@@ -327,30 +327,13 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
+	if err := s.checkBatch(logs); err != nil {
+		return err
+	}
 	next := logs[0].Index
-	if len(s.locs) > 0 && next != s.lastLocked()+1 {
-		return fmt.Errorf("raft log: entry %d does not follow the last entry %d: %w", next, s.lastLocked(), ErrInvalid)
-	}
-	for i, l := range logs {
-		if l.Index != next+uint64(i) {
-			return fmt.Errorf("raft log: batch entry %d is %d, not %d: %w", i, l.Index, next+uint64(i), ErrInvalid)
-		}
-	}
-	if len(s.locs) == 0 && next < s.metaFirst {
-		// After deleting everything a new log may start lower (a
-		// conflicting suffix that was the whole log).
-		if err := s.setMetaFirst(next); err != nil {
-			return s.fail("record first index", err)
-		}
-	}
-	seg, created := s.tail(), false
-	if seg == nil || seg.size >= s.segBytes {
-		path := filepath.Join(s.dir, segmentName(next))
-		f, err := s.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return s.fail("create segment", err)
-		}
-		seg, created = &segment{first: next, path: path, f: f}, true
+	seg, created, err := s.segmentFor(next)
+	if err != nil {
+		return err
 	}
 	locs := make([]entryLoc, len(logs))
 	b := s.buf[:0]
@@ -410,6 +393,42 @@ func (s *logStore) extend(seg *segment, end int64) error {
 		seg.alloc += n
 	}
 	return nil
+}
+
+// checkBatch refuses a batch that does not follow the last entry or
+// whose entries do not follow each other; the log stays usable.
+func (s *logStore) checkBatch(logs []*raft.Log) error {
+	next := logs[0].Index
+	if len(s.locs) > 0 && next != s.lastLocked()+1 {
+		return fmt.Errorf("raft log: entry %d does not follow the last entry %d: %w", next, s.lastLocked(), ErrInvalid)
+	}
+	for i, l := range logs {
+		if l.Index != next+uint64(i) {
+			return fmt.Errorf("raft log: batch entry %d is %d, not %d: %w", i, l.Index, next+uint64(i), ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// segmentFor returns the segment entry next is written to: the last one,
+// or a new one (created set) when there is none or it is full.
+func (s *logStore) segmentFor(next uint64) (*segment, bool, error) {
+	if len(s.locs) == 0 && next < s.metaFirst {
+		// After deleting everything a new log may start lower (a
+		// conflicting suffix that was the whole log).
+		if err := s.setMetaFirst(next); err != nil {
+			return nil, false, s.fail("record first index", err)
+		}
+	}
+	if seg := s.tail(); seg != nil && seg.size < s.segBytes {
+		return seg, false, nil
+	}
+	path := filepath.Join(s.dir, segmentName(next))
+	f, err := s.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, false, s.fail("create segment", err)
+	}
+	return &segment{first: next, path: path, f: f}, true, nil
 }
 
 func (s *logStore) tail() *segment {
