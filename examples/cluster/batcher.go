@@ -2,6 +2,8 @@ package main
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/brokercore/brokercore/store"
 )
@@ -20,6 +22,18 @@ type batcher struct {
 	queue   []*pending
 	bytes   int
 	running int
+
+	stats batchStats
+}
+
+// batchStats splits a produce's latency (benchmarks report it): the time
+// producers waited for their entry to be proposed, and the time raft took
+// from proposal to the entry applied here.
+type batchStats struct {
+	Produces    atomic.Uint64
+	QueuedNanos atomic.Uint64 // summed over produces
+	Entries     atomic.Uint64
+	RaftNanos   atomic.Uint64 // summed over entries
 }
 
 const (
@@ -29,6 +43,7 @@ const (
 )
 
 type pending struct { // one producer's batch waiting for its entry
+	at   time.Time
 	msgs []*store.Message
 	out  []*store.Message
 	err  error
@@ -36,7 +51,7 @@ type pending struct { // one producer's batch waiting for its entry
 }
 
 func (b *batcher) produce(msgs []*store.Message) ([]*store.Message, error) {
-	r := &pending{msgs: msgs, done: make(chan struct{})}
+	r := &pending{at: time.Now(), msgs: msgs, done: make(chan struct{})}
 	size := 0
 	for _, m := range msgs {
 		size += msgSize(m)
@@ -98,7 +113,14 @@ func (b *batcher) send(group []*pending) {
 			e.Split[i] = len(r.msgs)
 		}
 	}
+	t0 := time.Now()
+	for _, r := range group {
+		b.stats.QueuedNanos.Add(uint64(t0.Sub(r.at)))
+	}
+	b.stats.Produces.Add(uint64(len(group)))
 	res, err := b.n.apply(e)
+	b.stats.RaftNanos.Add(uint64(time.Since(t0)))
+	b.stats.Entries.Add(1)
 	off := 0
 	for _, r := range group {
 		if err == nil {

@@ -14,8 +14,9 @@ import (
 )
 
 // benchCluster is three nodes in this process talking raft over TCP on
-// 127.0.0.1, each with its own bolt log (fsynced) and store.
-func benchCluster(b *testing.B) []*Node {
+// 127.0.0.1, each with its own raft log of the kind asked for (fsynced)
+// and store.
+func benchCluster(b *testing.B, logStore string, fast bool) []*Node {
 	b.Helper()
 	root := b.TempDir()
 	var servers []raft.Server
@@ -28,8 +29,13 @@ func benchCluster(b *testing.B) []*Node {
 		addr := ln.Addr().String()
 		ln.Close()
 		id := fmt.Sprintf("n%d", i)
-		cfg := Config{ID: id, Dir: filepath.Join(root, id), RaftAddr: addr}
-		fastConfig(&cfg)
+		cfg := Config{ID: id, Dir: filepath.Join(root, id), RaftAddr: addr, LogStore: logStore}
+		// Throughput runs keep the default timeouts: a leader on this
+		// loaded machine's disk must not lose its lease to an fsync
+		// stall mid-run. The failover benchmark wants fast ones.
+		if fast {
+			fastConfig(&cfg)
+		}
 		cfg.ApplyTimeout = 10 * time.Second
 		cfg.SnapshotThreshold = 1 << 30
 		cfgs = append(cfgs, cfg)
@@ -112,11 +118,15 @@ func runProducers(b *testing.B, p int, produce func(*store.Message) error) {
 // append (fsynced, group commit), 1 KiB messages, in the same run.
 func BenchmarkProduce(b *testing.B) {
 	for _, p := range []int{1, 64} {
-		b.Run(fmt.Sprintf("replicated/producers=%d", p), func(b *testing.B) {
-			l := leaderOf(b, benchCluster(b))
-			runProducers(b, p, func(m *store.Message) error { _, err := l.Produce(m); return err })
-		})
-		b.Run(fmt.Sprintf("single-SyncGroup/producers=%d", p), func(b *testing.B) {
+		for _, kind := range []string{LogStoreSegment, LogStoreBolt} {
+			b.Run(fmt.Sprintf("replicated/log=%s/producers=%d", kind, p), func(b *testing.B) {
+				nodes := benchCluster(b, kind, false)
+				l := leaderOf(b, nodes)
+				runProducers(b, p, func(m *store.Message) error { _, err := l.Produce(m); return err })
+				reportLogWrites(b, l, nodes)
+			})
+		}
+		b.Run(fmt.Sprintf("single/SyncGroup/producers=%d", p), func(b *testing.B) {
 			st, err := store.Open(b.TempDir(), store.Options{Sync: store.SyncGroup})
 			if err != nil {
 				b.Fatal(err)
@@ -131,7 +141,7 @@ func BenchmarkProduce(b *testing.B) {
 // leader to the first produce acknowledged by the new one (the fast test
 // timeouts: 100 ms heartbeat and election timeout).
 func BenchmarkFailover(b *testing.B) {
-	nodes := benchCluster(b)
+	nodes := benchCluster(b, "", true)
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		l := leaderOf(b, nodes)
@@ -170,4 +180,37 @@ func BenchmarkFailover(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/failover")
+}
+
+// reportLogWrites reports how the segment logs were written: messages per
+// StoreLogs call (= per fsync) on the leader and on a follower, and the
+// mean fsync time.
+func reportLogWrites(b *testing.B, leader *Node, nodes []*Node) {
+	bs := &leader.batch.stats
+	if p, e := bs.Produces.Load(), bs.Entries.Load(); p > 0 && e > 0 {
+		b.ReportMetric(float64(bs.QueuedNanos.Load())/float64(p)/1e3, "queued-µs/produce")
+		b.ReportMetric(float64(bs.RaftNanos.Load())/float64(e)/1e3, "raft-µs/entry")
+		b.ReportMetric(float64(p)/float64(e), "produces/entry")
+	}
+	follower := false
+	for _, n := range nodes {
+		ls, ok := n.logs.(*logStore)
+		if !ok {
+			return
+		}
+		role := "leader"
+		if n != leader {
+			if follower {
+				continue
+			}
+			role, follower = "follower", true
+		}
+		st := ls.stats()
+		if st.Batches == 0 {
+			continue
+		}
+		b.ReportMetric(float64(b.N)/float64(st.Batches), "msgs/fsync-"+role)
+		b.ReportMetric(float64(st.Entries)/float64(st.Batches), "entries/fsync-"+role)
+		b.ReportMetric(float64(st.SyncNanos)/float64(st.Batches)/1e3, "fsync-µs-"+role)
+	}
 }

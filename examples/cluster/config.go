@@ -24,7 +24,12 @@ const (
 // every other field is a working default.
 type Config struct {
 	ID  string // raft server id, stable across restarts
-	Dir string // data directory: store/, raft.db, snapshots/, node.json
+	Dir string // data directory: store/, raftlog/ (or raft.db), snapshots/, node.json
+
+	// LogStore is raft's log: LogStoreSegment (this module's, one fsync
+	// per batch) or LogStoreBolt (raft-boltdb). "" = the one Dir already
+	// holds, LogStoreSegment for a new Dir.
+	LogStore string
 
 	// RaftAddr is the TCP address raft listens on (and advertises), used
 	// when Transport is nil.

@@ -41,6 +41,7 @@ func run(args []string) int {
 	cluster := fs.String("cluster", "", "expected cluster id (refuse another cluster's data directory)")
 	verbose := fs.Bool("v", false, "debug logging")
 	timeout := fs.Duration("heartbeat", DefaultHeartbeatTimeout, "raft heartbeat and election timeout (failover takes about twice this)")
+	logStore := fs.String("log-store", "", `raft log: "segment" (one fsync per batch) or "bolt"; default: the data directory's, "segment" for a new one`)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -56,7 +57,7 @@ func run(args []string) int {
 		err = runLocal(ctx, *data, log)
 	} else {
 		err = runNode(ctx, Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, HTTPAddr: *httpAddr, ClusterID: *cluster, Logger: log,
-			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout}, *join)
+			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout, LogStore: *logStore}, *join)
 	}
 	if err != nil {
 		log.Error("cluster: exit", "err", err)
@@ -128,11 +129,8 @@ func runNode(ctx context.Context, cfg Config, join string) error {
 
 // isFresh reports whether dir holds no raft state yet.
 func isFresh(dir string) (bool, error) {
-	_, err := os.Stat(filepath.Join(dir, "raft.db"))
-	if errors.Is(err, os.ErrNotExist) {
-		return true, nil
-	}
-	return false, err
+	have, err := existingLogStore(dir)
+	return have == "", err
 }
 
 // joinCluster asks a member to add this node, following redirects to the

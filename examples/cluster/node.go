@@ -16,7 +16,6 @@ import (
 	"github.com/brokercore/brokercore/store"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // Node is one broker of the cluster: a raft member whose FSM feeds a local
@@ -30,7 +29,9 @@ type Node struct {
 	st    *store.Store
 	fsm   *fsm
 	raft  *raft.Raft
-	bolt  *raftboltdb.BoltStore
+	logs  raft.LogStore    // raft's own log (raftLogStores)
+	votes raft.StableStore // raft's term and vote
+	raftC []io.Closer      // closes logs and votes
 	trans raft.Transport
 	id    identity
 	batch batcher
@@ -131,14 +132,13 @@ func Open(cfg Config) (*Node, error) {
 
 func (n *Node) openRaft() (err error) {
 	cfg := n.cfg
-	bolt, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	n.logs, n.votes, n.raftC, err = openRaftStores(cfg.Dir, cfg.LogStore, n.log)
 	if err != nil {
-		return fmt.Errorf("open raft log: %w", err)
+		return err
 	}
-	n.bolt = bolt
 	defer func() {
 		if err != nil {
-			_ = bolt.Close()
+			n.closeRaftStores()
 		}
 	}()
 	snaps, err := raft.NewFileSnapshotStore(cfg.Dir, 2, io.Discard)
@@ -167,23 +167,23 @@ func (n *Node) openRaft() (err error) {
 	if os.Getenv("CLUSTER_RAFT_LOG") != "" {
 		rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft-" + cfg.ID, Output: os.Stderr, Level: hclog.Info})
 	}
-	logs, err := raft.NewLogCache(1024, bolt)
+	logs, err := raft.NewLogCache(1024, n.logs)
 	if err != nil {
 		return err
 	}
 	if len(cfg.Bootstrap) > 0 {
-		has, err := raft.HasExistingState(logs, bolt, snaps)
+		has, err := raft.HasExistingState(logs, n.votes, snaps)
 		if err != nil {
 			return err
 		}
 		if !has {
-			if err := raft.BootstrapCluster(rc, logs, bolt, snaps, n.trans, raft.Configuration{Servers: cfg.Bootstrap}); err != nil {
+			if err := raft.BootstrapCluster(rc, logs, n.votes, snaps, n.trans, raft.Configuration{Servers: cfg.Bootstrap}); err != nil {
 				return fmt.Errorf("bootstrap: %w", err)
 			}
 			n.log.Info("cluster: bootstrapped", "voters", len(cfg.Bootstrap))
 		}
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, bolt, snaps, n.trans)
+	r, err := raft.NewRaft(rc, n.fsm, logs, n.votes, snaps, n.trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
@@ -206,7 +206,7 @@ func (n *Node) Close() error {
 			nt.CloseStreams() // pooled connections: the peers' handlers end
 			_ = nt.Close()
 		}
-		errs = append(errs, n.bolt.Close(), n.st.Close())
+		errs = append(errs, n.closeRaftStores(), n.st.Close())
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr

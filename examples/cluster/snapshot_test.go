@@ -47,7 +47,7 @@ func TestNodesCatchUpBySnapshotAfterCompaction(t *testing.T) {
 	for _, n := range c.live() {
 		require.NoError(t, n.Raft().Snapshot().Error())
 	}
-	first, err := l.bolt.FirstIndex()
+	first, err := l.logs.FirstIndex()
 	require.NoError(t, err)
 	require.Greater(t, first, uint64(100), "the leader's raft log was compacted")
 

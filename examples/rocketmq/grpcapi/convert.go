@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strconv"
-	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -46,52 +45,96 @@ func messageID(m *store.Message) string {
 	return fmt.Sprintf("FF%032X", m.LogOffset)
 }
 
-// digest is the CRC32 the client checks, in its exact spelling: upper-case
-// hex without padding.
-func digest(body []byte) *v2.Digest {
-	var buf [8]byte
-	b := strconv.AppendUint(buf[:0], uint64(crc32.ChecksumIEEE(body)), 16)
-	for i, c := range b {
-		if 'a' <= c && c <= 'f' {
-			b[i] = c - 'a' + 'A'
+// appendDigest appends the CRC32 the client checks, in its exact
+// spelling: upper-case hex without padding.
+func appendDigest(dst, body []byte) []byte {
+	at := len(dst)
+	dst = strconv.AppendUint(dst, uint64(crc32.ChecksumIEEE(body)), 16)
+	for i := at; i < len(dst); i++ {
+		if c := dst[i]; 'a' <= c && c <= 'f' {
+			dst[i] = c - 'a' + 'A'
 		}
 	}
-	return &v2.Digest{Type: v2.DigestType_CRC32, Checksum: string(b)}
+	return dst
 }
 
-// toProto renders a popped message for a ReceiveMessage answer. invisible
-// is shared by the messages of one answer (each is marshalled in turn and
-// none is changed after).
-func toProto(m *store.Message, handle string, attempts int, invisible *durationpb.Duration) *v2.Message {
-	sp := &v2.SystemProperties{
-		Keys:              m.Keys,
-		MessageId:         messageID(m),
-		BodyDigest:        digest(m.Body),
-		BodyEncoding:      v2.Encoding_IDENTITY,
-		MessageType:       v2.MessageType_NORMAL,
-		BornTimestamp:     timestamppb.New(m.BornAt),
-		BornHost:          m.Properties[PropBornHost],
-		StoreTimestamp:    timestamppb.New(m.StoredAt),
-		StoreHost:         "",
-		ReceiptHandle:     &handle,
-		QueueId:           int32(m.QueueID),
-		QueueOffset:       ptr(m.QueueOffset),
-		InvisibleDuration: invisible,
-		DeliveryAttempt:   ptr(int32(attempts)),
-	}
+// frame is everything one message frame of a ReceiveMessage answer points
+// to, so that a batch's frames are one allocation (newFrames) rather than a
+// dozen small ones per message. A frame is filled once, marshalled by Send
+// and dropped with the batch; it is never copied.
+type frame struct {
+	resp                   v2.ReceiveMessageResponse
+	content                v2.ReceiveMessageResponse_Message
+	msg                    v2.Message
+	topic                  v2.Resource
+	sp                     v2.SystemProperties
+	digest                 v2.Digest
+	born, stored, delivery timestamppb.Timestamp
+	queueOffset            int64
+	attempt                int32
+	tag, group, handle     string
+}
+
+func newFrames(n int) []frame { return make([]frame, n) }
+
+// fill renders a popped message with its receipt handle into f and
+// returns the answer to send. invisible is shared by the frames of one
+// answer (each is marshalled in turn and none is changed after). scratch
+// is reused between calls: the handle and the digest are built in it and
+// become one string.
+func (f *frame) fill(m *store.Message, r receipt, attempts int, invisible *durationpb.Duration, scratch []byte) (*v2.ReceiveMessageResponse, []byte) {
+	b := r.appendTo(scratch[:0])
+	n := len(b)
+	b = appendDigest(b, m.Body)
+	hd := string(b)
+	f.handle = hd[:n]
+	f.digest = v2.Digest{Type: v2.DigestType_CRC32, Checksum: hd[n:]}
+	f.born = timestamppb.Timestamp{Seconds: m.BornAt.Unix(), Nanos: int32(m.BornAt.Nanosecond())}
+	f.stored = timestamppb.Timestamp{Seconds: m.StoredAt.Unix(), Nanos: int32(m.StoredAt.Nanosecond())}
+	f.queueOffset, f.attempt = m.QueueOffset, int32(attempts)
+	sp := &f.sp
+	sp.Keys = m.Keys
+	sp.MessageId = messageID(m)
+	sp.BodyDigest = &f.digest
+	sp.BodyEncoding = v2.Encoding_IDENTITY
+	sp.MessageType = v2.MessageType_NORMAL
+	sp.BornTimestamp = &f.born
+	sp.BornHost = m.Properties[PropBornHost]
+	sp.StoreTimestamp = &f.stored
+	sp.ReceiptHandle = &f.handle
+	sp.QueueId = int32(m.QueueID)
+	sp.QueueOffset = &f.queueOffset
+	sp.InvisibleDuration = invisible
+	sp.DeliveryAttempt = &f.attempt
 	if m.Tags != "" {
-		sp.Tag = ptr(m.Tags)
+		f.tag = m.Tags
+		sp.Tag = &f.tag
 	}
 	if g := m.Properties[PropMessageGroup]; g != "" {
-		sp.MessageGroup = ptr(g)
+		f.group = g
+		sp.MessageGroup = &f.group
 		sp.MessageType = v2.MessageType_FIFO
 	}
 	if ms := deliverMS(m); ms > 0 {
-		sp.DeliveryTimestamp = timestamppb.New(time.UnixMilli(ms))
+		f.delivery = timestamppb.Timestamp{Seconds: ms / 1000, Nanos: int32(ms%1000) * 1e6}
+		sp.DeliveryTimestamp = &f.delivery
 		if sp.MessageType == v2.MessageType_NORMAL {
 			sp.MessageType = v2.MessageType_DELAY
 		}
 	}
+	f.topic.Name = m.Topic
+	f.msg.Topic = &f.topic
+	f.msg.UserProperties = userProperties(m)
+	f.msg.SystemProperties = sp
+	f.msg.Body = m.Body
+	f.content.Message = &f.msg
+	f.resp.Content = &f.content
+	return &f.resp, b
+}
+
+// userProperties are m's properties without the system ones (nil when
+// there are none).
+func userProperties(m *store.Message) map[string]string {
 	var user map[string]string
 	for k, v := range m.Properties {
 		if !systemProps[k] {
@@ -101,12 +144,7 @@ func toProto(m *store.Message, handle string, attempts int, invisible *durationp
 			user[k] = v
 		}
 	}
-	return &v2.Message{
-		Topic:            &v2.Resource{Name: m.Topic},
-		UserProperties:   user,
-		SystemProperties: sp,
-		Body:             m.Body,
-	}
+	return user
 }
 
 func deliverMS(m *store.Message) int64 {
@@ -119,5 +157,3 @@ func deliverMS(m *store.Message) int64 {
 	}
 	return 0
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -20,12 +20,15 @@ type receipt struct {
 
 func (r receipt) String() string {
 	var buf [128]byte // one allocation (the string) for a usual handle
-	b := strconv.AppendInt(buf[:0], int64(r.queue), 10)
+	return string(r.appendTo(buf[:0]))
+}
+
+func (r receipt) appendTo(b []byte) []byte {
+	b = strconv.AppendInt(b, int64(r.queue), 10)
 	b = append(b, '.')
 	b = strconv.AppendInt(b, r.offset, 10)
 	b = append(b, '.')
-	b = append(b, r.pop...)
-	return string(b)
+	return append(b, r.pop...)
 }
 
 func parseReceipt(h string) (receipt, error) {

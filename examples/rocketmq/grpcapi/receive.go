@@ -47,11 +47,13 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.Serve
 		return sendStatus(stream, status(v2.Code_MESSAGE_NOT_FOUND, "no new message"))
 	}
 	invisible := durationpb.New(res.Invisible)
+	frames := newFrames(len(res.Messages))
+	var scratch [256]byte
+	b := scratch[:0]
 	for i, d := range res.Messages {
-		h := receipt{queue: d.Message.QueueID, offset: d.Message.QueueOffset, pop: d.Handle}.String()
-		if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{
-			Message: toProto(d.Message, h, d.Attempts, invisible),
-		}}); err != nil {
+		var resp *v2.ReceiveMessageResponse
+		resp, b = frames[i].fill(d.Message, receipt{queue: d.Message.QueueID, offset: d.Message.QueueOffset, pop: d.Handle}, d.Attempts, invisible, b)
+		if err := stream.Send(resp); err != nil {
 			s.release(preq, res.Messages[i:])
 			return err
 		}

@@ -213,8 +213,12 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// okStatus is shared by every successful answer: it is only ever
+// marshalled (concurrently, which protobuf allows), never changed.
+var okStatus = &v2.Status{Code: v2.Code_OK, Message: "OK"}
+
 // ok is the status every successful answer carries.
-func ok() *v2.Status { return &v2.Status{Code: v2.Code_OK, Message: "OK"} }
+func ok() *v2.Status { return okStatus }
 
 func status(code v2.Code, format string, args ...any) *v2.Status {
 	return &v2.Status{Code: code, Message: fmt.Sprintf(format, args...)}

@@ -35,9 +35,21 @@ func (s *Server) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v2
 	if len(req.GetEntries()) == 0 {
 		return &v2.AckMessageResponse{Status: s.reject(ctx, "AckMessage", status(v2.Code_BAD_REQUEST, "no entries"))}, nil
 	}
+	entries := req.GetEntries()
+	var resp *v2.AckMessageResponse
+	var out []*v2.AckMessageResultEntry
+	if len(entries) == 1 { // the clients' ack: one allocation for the answer
+		a := new(singleAck)
+		a.list[0] = &a.entry
+		resp, out = &a.resp, a.list[:]
+	} else {
+		resp, out = new(v2.AckMessageResponse), make([]*v2.AckMessageResultEntry, len(entries))
+		for i := range out {
+			out[i] = new(v2.AckMessageResultEntry)
+		}
+	}
 	top := ok()
-	out := make([]*v2.AckMessageResultEntry, len(req.GetEntries()))
-	for i, e := range req.GetEntries() {
+	for i, e := range entries {
 		st := ok()
 		r, err := parseReceipt(e.GetReceiptHandle())
 		if err == nil {
@@ -49,9 +61,17 @@ func (s *Server) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v2
 				top = st
 			}
 		}
-		out[i] = &v2.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: st}
+		out[i].MessageId, out[i].ReceiptHandle, out[i].Status = e.GetMessageId(), e.GetReceiptHandle(), st
 	}
-	return &v2.AckMessageResponse{Status: top, Entries: out}, nil
+	resp.Status, resp.Entries = top, out
+	return resp, nil
+}
+
+// singleAck is the answer to a one-entry AckMessage in one piece.
+type singleAck struct {
+	resp  v2.AckMessageResponse
+	entry v2.AckMessageResultEntry
+	list  [1]*v2.AckMessageResultEntry
 }
 
 // ChangeInvisibleDuration makes a received message visible again after the

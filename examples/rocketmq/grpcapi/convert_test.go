@@ -1,0 +1,89 @@
+package grpcapi
+
+import (
+	"hash/crc32"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/brokercore/brokercore/store"
+)
+
+// TestFramesRenderEveryFieldAndStayIndependent: a batch's frames share one
+// allocation and one scratch buffer; each must still marshal to its own
+// message with every field the client reads, and nothing of one frame may
+// show through in another.
+func TestFramesRenderEveryFieldAndStayIndependent(t *testing.T) {
+	born := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.UTC)
+	stored := born.Add(time.Second)
+	deliver := born.Add(time.Hour).Truncate(time.Millisecond)
+	msgs := []*store.Message{
+		{Topic: "t1", QueueID: 3, QueueOffset: 41, Tags: "tagA", Keys: []string{"k1", "k2"}, Body: []byte("hello"),
+			BornAt: born, StoredAt: stored,
+			Properties: map[string]string{PropUniqKey: "id-1", PropBornHost: "10.0.0.1", PropMessageGroup: "g1", "user": "v"}},
+		{Topic: "t2", QueueID: 0, QueueOffset: 7, Body: []byte(strings.Repeat("x", 300)), BornAt: born, StoredAt: stored,
+			Properties: map[string]string{PropUniqKey: "id-2", PropDeliveryTime: strconv.FormatInt(deliver.UnixMilli(), 10)}},
+		{Topic: "t3", QueueID: 1, QueueOffset: 0, LogOffset: 255, Body: []byte("z"), BornAt: born, StoredAt: stored},
+	}
+	handles := []string{"popA", strings.Repeat("P", 300), "popC"} // the second outgrows the scratch
+	invisible := durationpb.New(30 * time.Second)
+	frames := newFrames(len(msgs))
+	var scratch [16]byte
+	b := scratch[:0]
+	var wire [][]byte
+	for i, m := range msgs {
+		var resp *v2.ReceiveMessageResponse
+		resp, b = frames[i].fill(m, receipt{queue: m.QueueID, offset: m.QueueOffset, pop: handles[i]}, i+1, invisible, b)
+		raw, err := proto.Marshal(resp)
+		require.NoError(t, err)
+		wire = append(wire, raw)
+	}
+	for i, raw := range wire {
+		var got v2.ReceiveMessageResponse
+		require.NoError(t, proto.Unmarshal(raw, &got))
+		pm := got.GetMessage()
+		require.NotNil(t, pm, "frame %d", i)
+		m, sp := msgs[i], pm.GetSystemProperties()
+		require.Equal(t, m.Topic, pm.GetTopic().GetName())
+		require.Equal(t, m.Body, pm.GetBody())
+		require.Equal(t, messageID(m), sp.GetMessageId())
+		r, err := parseReceipt(sp.GetReceiptHandle())
+		require.NoError(t, err)
+		require.Equal(t, receipt{queue: m.QueueID, offset: m.QueueOffset, pop: handles[i]}, r)
+		require.Equal(t, strings.ToUpper(strconv.FormatUint(uint64(crc32.ChecksumIEEE(m.Body)), 16)), sp.GetBodyDigest().GetChecksum())
+		require.Equal(t, v2.DigestType_CRC32, sp.GetBodyDigest().GetType())
+		require.EqualValues(t, i+1, sp.GetDeliveryAttempt())
+		require.EqualValues(t, m.QueueID, sp.GetQueueId())
+		require.Equal(t, m.QueueOffset, sp.GetQueueOffset())
+		require.True(t, born.Equal(sp.GetBornTimestamp().AsTime()))
+		require.True(t, stored.Equal(sp.GetStoreTimestamp().AsTime()))
+		require.Equal(t, 30*time.Second, sp.GetInvisibleDuration().AsDuration())
+		require.Equal(t, m.Keys, sp.GetKeys())
+		require.Equal(t, m.Properties[PropBornHost], sp.GetBornHost())
+	}
+	first := func(i int) *v2.SystemProperties {
+		var got v2.ReceiveMessageResponse
+		require.NoError(t, proto.Unmarshal(wire[i], &got))
+		return got.GetMessage().GetSystemProperties()
+	}
+	sp0, sp1, sp2 := first(0), first(1), first(2)
+	require.Equal(t, "tagA", sp0.GetTag())
+	require.Equal(t, "g1", sp0.GetMessageGroup())
+	require.Equal(t, v2.MessageType_FIFO, sp0.GetMessageType())
+	require.Nil(t, sp0.DeliveryTimestamp)
+	require.Nil(t, sp1.Tag, "a frame without a tag shows none")
+	require.Nil(t, sp1.MessageGroup)
+	require.Equal(t, v2.MessageType_DELAY, sp1.GetMessageType())
+	require.True(t, deliver.Equal(sp1.GetDeliveryTimestamp().AsTime()))
+	require.Equal(t, v2.MessageType_NORMAL, sp2.GetMessageType())
+	require.Equal(t, "FF000000000000000000000000000000FF", sp2.GetMessageId(), "a message stored without UNIQ_KEY")
+	var got0 v2.ReceiveMessageResponse
+	require.NoError(t, proto.Unmarshal(wire[0], &got0))
+	require.Equal(t, map[string]string{"user": "v"}, got0.GetMessage().GetUserProperties(), "system properties are not user properties")
+}
