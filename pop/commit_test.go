@@ -144,3 +144,27 @@ func TestNeverAckedHeadKeepsTheInFlightTableSmall(t *testing.T) {
 	require.LessOrEqual(t, len(qs.slab), 2*MaxBatch, "slab slots are reused")
 	require.EqualValues(t, 0, qs.low(), "the commit waits for the head")
 }
+
+// TestAckedInOrderTheOrderListDoesNotGrowWithThePopped: popped and acked
+// in order, low() walks order's head past the settled offsets; the
+// dropped prefix must be given back, not kept (it grew by one offset per
+// message popped, forever: 16 MB per million messages).
+func TestAckedInOrderTheOrderListDoesNotGrowWithThePopped(t *testing.T) {
+	src := newMemSource()
+	src.append("T", 0, 10_000)
+	s := New(src, Options{Now: newFakeClock().Now})
+	defer s.Close()
+	for acked := 0; acked < 10_000; {
+		r, err := s.Pop(bg, req0(MaxBatch, time.Hour))
+		require.NoError(t, err)
+		require.NotEmpty(t, r.Messages)
+		ackAll(t, s, r)
+		acked += len(r.Messages)
+	}
+	gt, _ := s.gts.Load(gtKey{"g", "T"})
+	gt.mu.Lock()
+	defer gt.mu.Unlock()
+	qs := gt.core.queues[0]
+	require.Zero(t, qs.pending())
+	require.LessOrEqual(t, cap(qs.order), 4*64, "order keeps the whole history of popped offsets")
+}

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -75,28 +76,70 @@ func (s *signer) tag(group, topic string) gtTag {
 	return x
 }
 
-func (s *signer) mac(h *handle, x gtTag) [16]byte {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], h.nonce)
-	binary.BigEndian.PutUint64(b[8:], h.inc)
-	subtle.XORBytes(x[:], x[:], b[:])
-	s.block.Encrypt(x[:], x[:])
-	binary.BigEndian.PutUint32(b[:4], uint32(h.queue))
-	binary.BigEndian.PutUint32(b[4:8], h.gen)
-	binary.BigEndian.PutUint64(b[8:], uint64(h.offset))
-	subtle.XORBytes(x[:], x[:], b[:])
-	s.block.Encrypt(x[:], x[:])
-	return x
+// macBlocks are the blocks mac encrypts in: what a cipher.Block (an
+// interface) encrypts escapes, so a local array would be an allocation per
+// MAC.
+var macBlocks = sync.Pool{New: func() any { return new([16]byte) }}
+
+func (s *signer) mac(h *handle, tag gtTag) [16]byte {
+	first := s.macFirst(h, tag)
+	return s.macLast(h, first)
 }
 
-// encode is encodeWith for a group@topic whose tag is not at hand.
-func (s *signer) encode(h handle) string { return s.encodeWith(h, s.tag(h.group, h.topic)) }
+// macFirst is the first CBC step of a handle's MAC; it depends only on the
+// group@topic, the nonce and the incarnation, so the handles of one queue
+// state share it (deliveries computes it once per queue of a pop).
+func (s *signer) macFirst(h *handle, tag gtTag) [16]byte {
+	be := binary.BigEndian
+	x := macBlocks.Get().(*[16]byte)
+	be.PutUint64(x[:8], be.Uint64(tag[:8])^h.nonce)
+	be.PutUint64(x[8:], be.Uint64(tag[8:])^h.inc)
+	s.block.Encrypt(x[:], x[:])
+	out := *x
+	macBlocks.Put(x)
+	return out
+}
 
-// encodeWith encodes and MACs h with its group@topic's tag.
-func (s *signer) encodeWith(h handle, tag gtTag) string {
+// macLast is the last CBC step: the MAC of h after first.
+func (s *signer) macLast(h *handle, first [16]byte) [16]byte {
+	be := binary.BigEndian
+	x := macBlocks.Get().(*[16]byte)
+	be.PutUint64(x[:8], be.Uint64(first[:8])^(uint64(uint32(h.queue))<<32|uint64(h.gen)))
+	be.PutUint64(x[8:], be.Uint64(first[8:])^uint64(h.offset))
+	s.block.Encrypt(x[:], x[:])
+	out := *x
+	macBlocks.Put(x)
+	return out
+}
+
+// encode is encodeWith for a group@topic whose tag and names are not at
+// hand.
+func (s *signer) encode(h handle) string {
+	return s.encodeWith(h, s.tag(h.group, h.topic), handleNames(h.group, h.topic))
+}
+
+// handleNames is the tail of a handle's body: the length-prefixed group
+// and topic. A groupTopic computes it once.
+func handleNames(group, topic string) string {
+	b := binary.AppendUvarint(nil, uint64(len(group)))
+	b = append(b, group...)
+	b = binary.AppendUvarint(b, uint64(len(topic)))
+	return string(append(b, topic...))
+}
+
+// encodeWith encodes and MACs h with its group@topic's tag and names.
+func (s *signer) encodeWith(h handle, tag gtTag, names string) string {
+	var out [256]byte
+	b := s.appendHandle(out[:0], h, s.macFirst(&h, tag), names)
+	return string(b) // one allocation per handle
+}
+
+// appendHandle appends the encoded h, MACed after first (macFirst of its
+// group@topic's tag), to dst.
+func (s *signer) appendHandle(dst []byte, h handle, first [16]byte, names string) []byte {
 	var buf [128]byte
 	b := buf[:0]
-	if n := 1 + 8 + 5*binary.MaxVarintLen64 + len(h.group) + len(h.topic) + handleMACLen; n > len(buf) {
+	if n := 1 + 8 + 4*binary.MaxVarintLen64 + len(names) + handleMACLen; n > len(buf) {
 		b = make([]byte, 0, n)
 	}
 	b = append(b, handleVersion)
@@ -105,18 +148,10 @@ func (s *signer) encodeWith(h handle, tag gtTag) string {
 	b = binary.AppendUvarint(b, uint64(h.queue))
 	b = binary.AppendUvarint(b, uint64(h.offset))
 	b = binary.AppendUvarint(b, uint64(h.gen))
-	b = binary.AppendUvarint(b, uint64(len(h.group)))
-	b = append(b, h.group...)
-	b = binary.AppendUvarint(b, uint64(len(h.topic)))
-	b = append(b, h.topic...)
-	mac := s.mac(&h, tag)
+	b = append(b, names...)
+	mac := s.macLast(&h, first)
 	b = append(b, mac[:handleMACLen]...)
-	var out [256]byte
-	if n := base64.RawURLEncoding.EncodedLen(len(b)); n <= len(out) {
-		base64.RawURLEncoding.Encode(out[:n], b)
-		return string(out[:n]) // one allocation per handle
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
+	return base64.RawURLEncoding.AppendEncode(dst, b)
 }
 
 // decode verifies and parses a handle. Every failure wraps ErrBadHandle.
@@ -133,80 +168,124 @@ func (s *signer) decode(str string) (handle, error) {
 
 // verify reports whether mac is h's under its group@topic's tag.
 func (s *signer) verify(h *handle, mac [handleMACLen]byte, tag gtTag) bool {
-	want := s.mac(h, tag)
+	return s.verifyAfter(h, mac, s.macFirst(h, tag))
+}
+
+// verifyAfter is verify given the MAC's first step (macFirst).
+func (s *signer) verifyAfter(h *handle, mac [handleMACLen]byte, first [16]byte) bool {
+	want := s.macLast(h, first)
 	return subtle.ConstantTimeCompare(mac[:], want[:handleMACLen]) == 1
+}
+
+// firstStep is a macFirst result and what it was computed for.
+type firstStep struct {
+	nonce, inc uint64
+	x          [16]byte
 }
 
 // parseHandle parses a handle without verifying its MAC. Every failure
 // wraps ErrBadHandle.
 func parseHandle(str string) (handle, [handleMACLen]byte, error) {
-	var mac [handleMACLen]byte
-	if len(str) == 0 || len(str) > maxHandleLen {
-		return handle{}, mac, fmt.Errorf("handle of %d bytes: %w", len(str), ErrBadHandle)
-	}
 	var buf [192]byte
-	b := buf[:]
+	var h handle
+	mac, names, err := parseHandleIn(buf[:], str, &h)
+	g, t := splitNames(names)
+	h.group, h.topic = string(g), string(t)
+	return h, mac, err
+}
+
+// parseHandleIn parses a handle into h, decoding it into buf (or a larger
+// buffer if buf is too small), without verifying its MAC. h's group and
+// topic are left empty: names, the body's tail that holds both
+// (handleNames, split by splitNames), points into the buffer. Every
+// failure wraps ErrBadHandle.
+func parseHandleIn(buf []byte, str string, h *handle) (mac [handleMACLen]byte, names []byte, err error) {
+	if len(str) == 0 || len(str) > maxHandleLen {
+		return mac, nil, fmt.Errorf("handle of %d bytes: %w", len(str), ErrBadHandle)
+	}
+	b := buf
 	if n := base64.RawURLEncoding.DecodedLen(len(str)); n > len(buf) {
 		b = make([]byte, n)
 	}
 	// Decode reads str's bytes in place (no copy): it never writes its src.
 	n, err := base64.RawURLEncoding.Decode(b, unsafe.Slice(unsafe.StringData(str), len(str)))
 	if err != nil || base64.RawURLEncoding.EncodedLen(n) != len(str) { // the decoder skips \r and \n: not ours
-		return handle{}, mac, fmt.Errorf("handle encoding: %w", ErrBadHandle)
+		return mac, nil, fmt.Errorf("handle encoding: %w", ErrBadHandle)
 	}
 	b = b[:n]
 	if len(b) < 1+8+handleMACLen || b[0] != handleVersion {
-		return handle{}, mac, fmt.Errorf("handle header: %w", ErrBadHandle)
+		return mac, nil, fmt.Errorf("handle header: %w", ErrBadHandle)
 	}
 	copy(mac[:], b[len(b)-handleMACLen:])
-	h, err := parseBody(b[:len(b)-handleMACLen])
-	return h, mac, err
-}
-
-// bodyReader reads the varints and strings of a handle's body.
-type bodyReader struct {
-	r   []byte
-	err error
-}
-
-func (br *bodyReader) uvarint(what string, limit uint64) uint64 {
-	if br.err != nil {
-		return 0
+	names, what := parseBody(b[:len(b)-handleMACLen], h)
+	if what != "" {
+		return mac, nil, fmt.Errorf("handle %s: %w", what, ErrBadHandle)
 	}
-	v, n := binary.Uvarint(br.r)
+	return mac, names, nil
+}
+
+// field reads a uvarint of at most limit off the front of r.
+func field(r []byte, limit uint64) (uint64, []byte, bool) {
+	v, n := binary.Uvarint(r)
 	if n <= 0 || v > limit {
-		br.err = fmt.Errorf("handle %s: %w", what, ErrBadHandle)
-		return 0
+		return 0, r, false
 	}
-	br.r = br.r[n:]
-	return v
+	return v, r[n:], true
 }
 
-func (br *bodyReader) str(what string) string {
-	n := br.uvarint(what, uint64(len(br.r)))
-	if br.err == nil && (n == 0 || n > uint64(len(br.r))) { // the length is checked again past its own varint
-		br.err = fmt.Errorf("handle %s: %w", what, ErrBadHandle)
+// name reads a non-empty length-prefixed string off the front of r.
+func name(r []byte) ([]byte, []byte, bool) {
+	n, r, ok := field(r, uint64(len(r)))
+	if !ok || n == 0 || n > uint64(len(r)) { // the length is checked again past its own varint
+		return nil, r, false
 	}
-	if br.err != nil {
-		return ""
-	}
-	out := string(br.r[:n])
-	br.r = br.r[n:]
-	return out
+	return r[:n:n], r[n:], true
 }
 
-// parseBody parses version | nonce | varints | strings (no MAC).
-func parseBody(body []byte) (handle, error) {
-	h := handle{nonce: binary.BigEndian.Uint64(body[1:9])}
-	br := &bodyReader{r: body[9:]}
-	h.inc = br.uvarint("incarnation", ^uint64(0))
-	h.queue = int(br.uvarint("queue", 1<<31-1))
-	h.offset = int64(br.uvarint("offset", 1<<63-1))
-	h.gen = uint32(br.uvarint("generation", 1<<32-1))
-	h.group = br.str("group")
-	h.topic = br.str("topic")
-	if br.err == nil && len(br.r) != 0 {
-		br.err = fmt.Errorf("handle trailing bytes: %w", ErrBadHandle)
+// parseBody parses version | nonce | varints | names (no MAC) into h and
+// returns the names, or what is wrong with the body. (No error value: then
+// escape analysis sees no flow from the body to the heap, and the decode
+// buffer stays on the caller's stack.)
+func parseBody(body []byte, h *handle) (names []byte, what string) {
+	h.nonce = binary.BigEndian.Uint64(body[1:9])
+	r := body[9:]
+	var v uint64
+	var ok bool
+	if h.inc, r, ok = field(r, ^uint64(0)); !ok {
+		return nil, "incarnation"
 	}
-	return h, br.err
+	if v, r, ok = field(r, 1<<31-1); !ok {
+		return nil, "queue"
+	}
+	h.queue = int(v)
+	if v, r, ok = field(r, 1<<63-1); !ok {
+		return nil, "offset"
+	}
+	h.offset = int64(v)
+	if v, r, ok = field(r, 1<<32-1); !ok {
+		return nil, "generation"
+	}
+	h.gen = uint32(v)
+	names = r
+	if _, r, ok = name(r); !ok {
+		return nil, "group"
+	}
+	if _, r, ok = name(r); !ok {
+		return nil, "topic"
+	}
+	if len(r) != 0 {
+		return nil, "trailing bytes"
+	}
+	return names, ""
+}
+
+// splitNames splits names checked by parseBody into group and topic (nil,
+// nil for nil).
+func splitNames(names []byte) (group, topic []byte) {
+	if names == nil {
+		return nil, nil
+	}
+	group, r, _ := name(names)
+	topic, _, _ = name(r)
+	return group, topic
 }

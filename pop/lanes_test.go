@@ -19,12 +19,10 @@ func TestInvisibleEntriesBecomeVisibleExactlyOnTime(t *testing.T) {
 		now := int64(time.Hour)
 		durs := rapid.SliceOfN(rapid.Int64Range(1, 20), 1, 12).Draw(rt, "durations")
 		pick := func(t *rapid.T) *entry {
-			if len(q.live) == 0 {
+			offs := q.liveOffsets()
+			require.Len(t, offs, q.pending())
+			if len(offs) == 0 {
 				return nil
-			}
-			offs := make([]int64, 0, len(q.live))
-			for off := range q.live {
-				offs = append(offs, off)
 			}
 			return q.get(rapid.SampledFrom(offs).Draw(t, "offset"))
 		}
@@ -56,8 +54,9 @@ func TestInvisibleEntriesBecomeVisibleExactlyOnTime(t *testing.T) {
 				q.refresh(now, 0)
 				hidden := 0
 				var due []int64
-				for off, i := range q.live {
-					e := &q.slab[i]
+				for _, off := range q.liveOffsets() {
+					e := q.get(off)
+					require.NotNil(t, e)
 					require.Equal(t, off, e.off)
 					if e.where == inHidden {
 						hidden++

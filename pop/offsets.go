@@ -41,19 +41,38 @@ type offsetRecord struct {
 // it, which makes it handy in tests.
 type MemoryOffsets struct {
 	mu sync.Mutex
-	m  map[offsetKey]offsetRecord
+	m  map[offsetKey]*offsetRecord // a pointer: a commit hashes its key once
 }
 
 // NewMemoryOffsets returns an empty MemoryOffsets.
 func NewMemoryOffsets() *MemoryOffsets {
-	return &MemoryOffsets{m: make(map[offsetKey]offsetRecord)}
+	return &MemoryOffsets{m: make(map[offsetKey]*offsetRecord)}
+}
+
+var noRecord offsetRecord
+
+func (o *MemoryOffsets) get(k offsetKey) *offsetRecord {
+	if r := o.m[k]; r != nil {
+		return r
+	}
+	return &noRecord
+}
+
+// record returns k's record, creating it.
+func (o *MemoryOffsets) record(k offsetKey) *offsetRecord {
+	r := o.m[k]
+	if r == nil {
+		r = new(offsetRecord)
+		o.m[k] = r
+	}
+	return r
 }
 
 // Committed implements Offsets.
 func (o *MemoryOffsets) Committed(group, topic string, queueID int) (int64, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	r := o.m[offsetKey{group, topic, queueID}]
+	r := o.get(offsetKey{group, topic, queueID})
 	return r.offset, r.committed
 }
 
@@ -61,7 +80,7 @@ func (o *MemoryOffsets) Committed(group, topic string, queueID int) (int64, bool
 func (o *MemoryOffsets) Epoch(group, topic string, queueID int) uint64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.m[offsetKey{group, topic, queueID}].epoch
+	return o.get(offsetKey{group, topic, queueID}).epoch
 }
 
 // CommitFenced implements Offsets: it refuses (ErrStaleEpoch) a commit
@@ -71,12 +90,18 @@ func (o *MemoryOffsets) CommitFenced(group, topic string, queueID int, offset in
 	defer o.mu.Unlock()
 	k := offsetKey{group, topic, queueID}
 	r := o.m[k]
+	if r == nil {
+		if epoch != 0 {
+			return fmt.Errorf("commit %s@%s/%d offset %d epoch %d (current 0): %w",
+				group, topic, queueID, offset, epoch, ErrStaleEpoch)
+		}
+		r = o.record(k)
+	}
 	if r.epoch != epoch {
 		return fmt.Errorf("commit %s@%s/%d offset %d epoch %d (current %d): %w",
 			group, topic, queueID, offset, epoch, r.epoch, ErrStaleEpoch)
 	}
 	r.offset, r.committed = offset, true
-	o.m[k] = r
 	return nil
 }
 
@@ -85,10 +110,8 @@ func (o *MemoryOffsets) CommitFenced(group, topic string, queueID int, offset in
 func (o *MemoryOffsets) Reset(group, topic string, queueID int, offset int64) uint64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	k := offsetKey{group, topic, queueID}
-	r := o.m[k]
+	r := o.record(offsetKey{group, topic, queueID})
 	r.offset, r.committed = offset, true
 	r.epoch++
-	o.m[k] = r
 	return r.epoch
 }

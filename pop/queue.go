@@ -30,7 +30,7 @@ const (
 )
 
 // entry is one popped offset that is not settled. It holds no pointer,
-// and neither do the collections of entries (a slab, a map to slab slots,
+// and neither do the collections of entries (a slab, the offset order,
 // slot heaps), so the garbage collector never scans the in-flight table.
 type entry struct {
 	off       int64
@@ -67,18 +67,34 @@ type queueState struct {
 	committed int64  // last offset committed (or the start offset)
 	mustSave  bool   // the start offset must be committed (InitialOffset Latest)
 	slab      []entry
-	free      []int32         // unused slab slots
-	live      map[int64]int32 // offset → slab slot
-	order     []int64         // offsets with an entry, increasing; settled ones dropped lazily
-	head      int             // order[:head] is dropped
-	lanes     []lane          // invisible entries by duration, in visible-time order (lanes.go)
-	hidden    []int32         // other invisible entries' slots: a min-heap on visibleAt
-	nHidden   int             // invisible entries in lanes and heap
-	hseq      uint32          // last hide sequence number
-	visible   []int32         // slots of revivable entries, by offset
-	dlDue     []int32         // slots of entries due for DeadLetter
+	free      []int32    // unused slab slots
+	nLive     int        // entries in the slab
+	order     []orderRef // offsets with an entry and their slots, increasing; settled ones dropped lazily
+	head      int        // order[:head] is dropped
+	lanes     []lane     // invisible entries by duration, in visible-time order (lanes.go)
+	hidden    []int32    // other invisible entries' slots: a min-heap on visibleAt
+	nHidden   int        // invisible entries in lanes and heap
+	hseq      uint32     // last hide sequence number
+	visible   []int32    // slots of revivable entries, by offset
+	dlDue     []int32    // slots of entries due for DeadLetter
 	batch     fifoBatch
 	fifoUsed  bool // a FIFO batch was formed: acks may unblock waiters
+}
+
+// orderRef is an offset of queueState.order and the slab slot its entry
+// was given: the entry is still there while slab[slot].off is off (a
+// settled entry's off is -1), which needs no map lookup.
+type orderRef struct {
+	off  int64
+	slot int32
+}
+
+// liveAt returns the entry r names, or nil once it was settled.
+func (q *queueState) liveAt(r orderRef) *entry {
+	if int(r.slot) < len(q.slab) && q.slab[r.slot].off == r.off {
+		return &q.slab[r.slot]
+	}
+	return nil
 }
 
 // pick is one delivery decided by the core; the driver turns it into a
@@ -92,17 +108,32 @@ type pick struct {
 }
 
 func newQueueState(queue int, inc, epoch uint64, start int64) *queueState {
-	return &queueState{queue: queue, inc: inc, epoch: epoch, next: start, committed: start, live: make(map[int64]int32)}
+	return &queueState{queue: queue, inc: inc, epoch: epoch, next: start, committed: start}
 }
 
-func (q *queueState) pending() int { return len(q.live) }
+func (q *queueState) pending() int { return q.nLive }
 
-// get returns the entry of off, or nil.
+// get returns the entry of off, or nil: a binary search of order (every
+// entry has its orderRef in order[head:]), no map: with 100k messages in
+// flight a map of them cost a cache miss per pop and per ack.
 func (q *queueState) get(off int64) *entry {
-	if i, ok := q.live[off]; ok {
-		return &q.slab[i]
+	o := q.order[q.head:]
+	i, ok := slices.BinarySearchFunc(o, off, func(r orderRef, off int64) int { return cmpInt(r.off, off) })
+	if !ok {
+		return nil
 	}
-	return nil
+	return q.liveAt(o[i])
+}
+
+// liveOffsets lists the offsets that have an entry, increasing.
+func (q *queueState) liveOffsets() []int64 {
+	var out []int64
+	for _, r := range q.order[q.head:] {
+		if q.liveAt(r) != nil {
+			out = append(out, r.off)
+		}
+	}
+	return out
 }
 
 // low is the lowest offset that is not settled: the offset that may be
@@ -110,7 +141,7 @@ func (q *queueState) get(off int64) *entry {
 // committing counts as settled.
 func (q *queueState) low() int64 {
 	for q.head < len(q.order) {
-		e := q.get(q.order[q.head])
+		e := q.liveAt(q.order[q.head])
 		if e != nil {
 			if e.where != detached {
 				return e.off
@@ -119,28 +150,32 @@ func (q *queueState) low() int64 {
 		}
 		q.head++
 	}
-	for _, off := range q.order[q.head:] {
-		if e := q.get(off); e != nil && e.where != detached {
-			return off
+	for _, r := range q.order[q.head:] {
+		if e := q.liveAt(r); e != nil && e.where != detached {
+			return r.off
 		}
 	}
 	return q.next
 }
 
 // compact drops settled offsets from order once they are most of it, so a
-// never-acked head message does not make order grow with every pop.
+// never-acked head message does not make order grow with every pop; and
+// once the prefix low() walked past (order[:head]) is most of order, it
+// moves the rest down, so acks in order do not make it grow either.
 func (q *queueState) compact() {
-	if n := len(q.order) - q.head; n < 64 || n < 2*len(q.live) {
-		return
-	}
-	o := q.order[:0]
-	for _, off := range q.order[q.head:] {
-		if _, ok := q.live[off]; ok {
-			o = append(o, off)
+	n := len(q.order) - q.head
+	switch {
+	case n >= 64 && n >= 2*q.nLive:
+		o := q.order[:0]
+		for _, r := range q.order[q.head:] {
+			if q.liveAt(r) != nil {
+				o = append(o, r)
+			}
 		}
+		q.order, q.head = o, 0
+	case q.head >= 64 && q.head >= n:
+		q.order, q.head = q.order[:copy(q.order, q.order[q.head:])], 0
 	}
-	clear(q.order[len(o):])
-	q.order, q.head = o, 0
 }
 
 // add records the first delivery of off (at next).
@@ -153,9 +188,9 @@ func (q *queueState) add(off int64, batch uint64) *entry {
 		q.slab = append(q.slab, entry{})
 	}
 	q.slab[i] = entry{off: off, batch: batch, slot: i, hidx: -1, where: detached}
-	q.live[off] = i
+	q.nLive++
 	q.compact()
-	q.order = append(q.order, off)
+	q.order = append(q.order, orderRef{off: off, slot: i})
 	q.next = off + 1
 	return &q.slab[i]
 }
@@ -207,10 +242,10 @@ func (q *queueState) hide(e *entry, dur int64) {
 // settle removes e: acked, dead-lettered, filtered out or gone from the log.
 func (q *queueState) settle(e *entry) {
 	q.detach(e)
-	delete(q.live, e.off)
+	q.nLive--
 	q.free = append(q.free, e.slot)
-	*e = entry{}
-	if len(q.live) == 0 && len(q.slab) > 1024 {
+	*e = entry{off: -1} // no orderRef names it any more (liveAt)
+	if q.nLive == 0 && len(q.slab) > 1024 {
 		q.slab, q.free = nil, nil // give a drained queue's slab back
 	}
 }

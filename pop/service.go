@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"sync"
@@ -79,10 +80,13 @@ type gtKey struct{ group, topic string }
 // notify and lockFree; it is only ever held for short in-memory steps —
 // never across a Source read, an Offsets commit, a DeadLetter call or a
 // wait. commitMu serializes the group@topic's commits so that they reach
-// Offsets in order; it is taken before mu, never while holding it.
+// Offsets in order; it is taken before mu, never waited for while
+// holding it (an Ack may TryLock it under mu).
 type groupTopic struct {
 	key      gtKey
-	tag      gtTag // of its receipt handles
+	tag      gtTag                     // of its receipt handles
+	names    string                    // their group and topic, encoded (handleNames)
+	ackFirst atomic.Pointer[firstStep] // the MAC's first step of the last handle acked
 	mu       sync.Mutex
 	commitMu sync.Mutex
 	lock     topicLock
@@ -127,6 +131,8 @@ type Service struct {
 	coreCfg coreConfig
 
 	gts      *xsync.MapOf[gtKey, *groupTopic]
+	recent   [64]atomic.Pointer[groupTopic] // the group@topics of recent acks, by hash of their names
+	seed     maphash.Seed
 	topicsMu sync.RWMutex
 	topics   map[string][]*groupTopic
 
@@ -175,6 +181,7 @@ func New(src Source, opts Options) *Service {
 		signer:  newSigner(opts.HandleKey),
 		nonce:   binary.BigEndian.Uint64(nb[:]),
 		gts:     xsync.NewMapOf[gtKey, *groupTopic](),
+		seed:    maphash.MakeSeed(),
 		topics:  make(map[string][]*groupTopic),
 		done:    make(chan struct{}),
 	}
@@ -243,7 +250,7 @@ func (s *Service) groupTopic(group, topic string) *groupTopic {
 		return gt
 	}
 	gt, loaded := s.gts.LoadOrCompute(k, func() *groupTopic {
-		return &groupTopic{key: k, tag: s.signer.tag(group, topic), core: newCore(group, topic, s.coreCfg, s.log, &s.st),
+		return &groupTopic{key: k, tag: s.signer.tag(group, topic), names: handleNames(group, topic), core: newCore(group, topic, s.coreCfg, s.log, &s.st),
 			view: gtView{src: s.src, offsets: s.offsets, group: group, topic: topic}}
 	})
 	if !loaded {
@@ -308,17 +315,29 @@ func (s *Service) clamp(d time.Duration) (time.Duration, bool) {
 	return d, false
 }
 
+// deliveries turns picks into Deliveries. The handles of one pop are
+// encoded into one buffer and made one string, which each handle slices:
+// one allocation for all of them.
 func (s *Service) deliveries(gt *groupTopic, picks []pick) []Delivery {
 	out := make([]Delivery, len(picks))
-	for i, p := range picks {
-		out[i] = Delivery{
-			Message:  p.msg,
-			Attempts: int(p.att),
-			Handle: s.signer.encodeWith(handle{
-				nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen,
-				group: gt.key.group, topic: gt.key.topic,
-			}, gt.tag),
+	var buf [MaxBatch * 96]byte
+	b := buf[:0]
+	ends := make([]int, 0, MaxBatch)
+	var first [16]byte // the MAC's first step, the same for all of one queue state's handles
+	var firstOf *queueState
+	for _, p := range picks {
+		h := handle{nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen}
+		if p.qs != firstOf {
+			first, firstOf = s.signer.macFirst(&h, gt.tag), p.qs
 		}
+		b = s.signer.appendHandle(b, h, first, gt.names)
+		ends = append(ends, len(b))
+	}
+	all := string(b)
+	start := 0
+	for i, p := range picks {
+		out[i] = Delivery{Message: p.msg, Attempts: int(p.att), Handle: all[start:ends[i]]}
+		start = ends[i]
 	}
 	return out
 }

@@ -137,20 +137,23 @@ func (x *indexFile) flush() error {
 	return nil
 }
 
-// read returns entries [n, n+count); on error also the number of the entry
-// at fault.
-func (x *indexFile) read(n int64, count int) ([]entry, int64, error) {
-	out := make([]entry, 0, count)
+// read appends entries [n, n+count) to out and returns it; on error also
+// the number of the entry at fault. scratch is a buffer to pread into (it
+// may be grown: the one used comes back too).
+func (x *indexFile) read(out []entry, scratch []byte, n int64, count int) ([]entry, []byte, int64, error) {
 	if n < x.flushed {
 		k := min(int64(count), x.flushed-n)
-		b := make([]byte, k*entrySize)
+		if int64(cap(scratch)) < k*entrySize {
+			scratch = make([]byte, k*entrySize)
+		}
+		b := scratch[:k*entrySize]
 		if _, err := x.f.ReadAt(b, n*entrySize); err != nil {
-			return nil, n, fmt.Errorf("%w: read index %s entry %d: %v", ErrCorrupt, x.f.Name(), n, err)
+			return nil, scratch, n, fmt.Errorf("%w: read index %s entry %d: %v", ErrCorrupt, x.f.Name(), n, err)
 		}
 		for i := int64(0); i < k; i++ {
 			e, err := decodeEntry(b[i*entrySize : (i+1)*entrySize])
 			if err != nil {
-				return nil, n + i, fmt.Errorf("index %s entry %d: %w", x.f.Name(), n+i, err)
+				return nil, scratch, n + i, fmt.Errorf("index %s entry %d: %w", x.f.Name(), n+i, err)
 			}
 			out = append(out, e)
 		}
@@ -160,16 +163,16 @@ func (x *indexFile) read(n int64, count int) ([]entry, int64, error) {
 	for ; count > 0; count-- {
 		i := n - x.flushed
 		if i < 0 || (i+1)*entrySize > int64(len(x.buf)) {
-			return nil, -1, fmt.Errorf("%w: index %s has no entry %d", ErrCorrupt, x.f.Name(), n)
+			return nil, scratch, -1, fmt.Errorf("%w: index %s has no entry %d", ErrCorrupt, x.f.Name(), n)
 		}
 		e, err := decodeEntry(x.buf[i*entrySize : (i+1)*entrySize])
 		if err != nil {
-			return nil, -1, err
+			return nil, scratch, -1, err
 		}
 		out = append(out, e)
 		n++
 	}
-	return out, -1, nil
+	return out, scratch, -1, nil
 }
 
 func (x *indexFile) get(n int64) (entry, error) {

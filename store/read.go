@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -68,6 +70,8 @@ func (s *Store) fixRead(res readResult, heal func() error) error {
 }
 
 func (s *Store) read(topic string, queueID int, offset int64, max int) ([]*Message, readResult) {
+	rb := getReadBuf()
+	defer putReadBuf(rb)
 	s.mu.RLock()
 	if err := s.usable(); err != nil {
 		s.mu.RUnlock()
@@ -92,7 +96,8 @@ func (s *Store) read(topic string, queueID int, offset int64, max int) ([]*Messa
 		return []*Message{}, readResult{bad: -1}
 	}
 	n := int(min(int64(min(max, MaxReadBatch)), q.visible-offset))
-	entries, at, err := q.idx.read(offset, n)
+	entries, scratch, at, err := q.idx.read(rb.entries[:0], rb.idx, offset, n)
+	rb.idx = scratch
 	if err != nil {
 		s.mu.RUnlock()
 		return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, at, err), bad: at}
@@ -101,12 +106,13 @@ func (s *Store) read(topic string, queueID int, offset int64, max int) ([]*Messa
 		s.mu.RUnlock()
 		return nil, readResult{err: errVerify, bad: -1, verify: true}
 	}
-	spans, err := s.planSpans(entries)
+	rb.entries = entries
+	spans, err := s.planSpans(rb, entries)
 	s.mu.RUnlock() // the spans' segments stay open until read
 	if err != nil {
 		return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset, err), bad: -1}
 	}
-	out, i, err := readSpans(spans, entries, topic)
+	out, i, err := readSpans(rb, spans, entries, topic)
 	if err != nil {
 		return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset+int64(i), err), bad: offset + int64(i)}
 	}
@@ -139,6 +145,8 @@ func (s *Store) ReadAt(logOffset int64) (*Message, error) {
 }
 
 func (s *Store) readAt(logOffset int64) (*Message, readResult) {
+	rb := getReadBuf()
+	defer putReadBuf(rb)
 	s.mu.RLock()
 	if err := s.usable(); err != nil {
 		s.mu.RUnlock()
@@ -167,13 +175,14 @@ func (s *Store) readAt(logOffset int64) (*Message, readResult) {
 		s.mu.RUnlock()
 		return nil, readResult{err: fmt.Errorf("read log offset %d: %w", logOffset, err), bad: logOffset}
 	}
-	entries := []entry{e}
-	spans, err := s.planSpans(entries)
+	entries := append(rb.entries[:0], e)
+	rb.entries = entries
+	spans, err := s.planSpans(rb, entries)
 	s.mu.RUnlock()
 	if err != nil {
 		return nil, readResult{err: fmt.Errorf("read log offset %d: %w", logOffset, err), bad: -1}
 	}
-	out, _, err := readSpans(spans, entries, "")
+	out, _, err := readSpans(rb, spans, entries, "")
 	if err != nil {
 		return nil, readResult{err: fmt.Errorf("read log offset %d: %w", logOffset, err), bad: logOffset}
 	}
@@ -191,29 +200,60 @@ func (s *Store) readableEnd() int64 {
 
 // Records are read in spans: entries whose records lie in the same segment
 // at most maxReadGap bytes apart (a queue's records are often adjacent in
-// the log) are read with one pread of at most maxReadSpan bytes, and
-// decoded from that buffer; the messages' bodies share it.
+// the log) are read with one pread of at most maxReadSpan bytes into the
+// read's scratch buffer (readBuf), and decoded from there; the messages'
+// bodies are then copied into blocks of at most maxReadSpan bytes (a
+// larger body gets its own), so a read allocates only what it hands out.
 const (
 	maxReadGap  = 1 << 10
 	maxReadSpan = 1 << 20
 )
 
 // span is one pread: bytes [from, to) of a segment, holding the records of
-// entries [first, first+n).
+// entries [first, first+n), read into readBuf.recs at at.
 type span struct {
 	sg       *segment
 	from, to int64
+	at       int64
 	first, n int
 }
 
-// planSpans groups the records of entries (in log order) into spans and
-// keeps their segments open (segment.readers) until readSpans has read
-// them, so the reads need no Store lock. Callers hold mu (shared is
-// enough).
-func (s *Store) planSpans(entries []entry) ([]span, error) {
-	spans := make([]span, 0, 1)
+// readBuf is the scratch of one read: the index bytes, the entries, the
+// spans and the records' bytes. Reads take one from readBufs and put it
+// back: nothing a read returns points into it.
+type readBuf struct {
+	idx     []byte
+	entries []entry
+	spans   []span
+	recs    []byte
+	bodies  [][]byte // ownBodies' list of the bodies it copies
+}
+
+// maxPooledRecs bounds the record buffer a pooled readBuf keeps.
+const maxPooledRecs = 2 * maxReadSpan
+
+var readBufs = sync.Pool{New: func() any { return new(readBuf) }}
+
+func getReadBuf() *readBuf { return readBufs.Get().(*readBuf) }
+
+func putReadBuf(rb *readBuf) {
+	clear(rb.spans) // no segment stays reachable from the pool
+	rb.spans = rb.spans[:0]
+	if cap(rb.recs) > maxPooledRecs {
+		rb.recs = nil
+	}
+	readBufs.Put(rb)
+}
+
+// planSpans groups the records of entries (in log order) into spans (in
+// rb.spans) and keeps their segments open (segment.readers) until
+// readSpans has read them, so the reads need no Store lock. Callers hold
+// mu (shared is enough).
+func (s *Store) planSpans(rb *readBuf, entries []entry) ([]span, error) {
+	spans := rb.spans[:0]
 	var sg *segment
 	var sgEnd uint64 // wal index just past sg
+	var at int64
 	for i, e := range entries {
 		// The segment holding wal index logOffset+1 is the last one
 		// starting at or before it.
@@ -221,6 +261,7 @@ func (s *Store) planSpans(entries []entry) ([]span, error) {
 		if sg == nil || idx < sg.start || idx >= sgEnd {
 			k := sort.Search(len(s.segs), func(i int) bool { return s.segs[i].start > idx }) - 1
 			if k < 0 {
+				rb.spans = spans
 				return nil, fmt.Errorf("%w: log offset %d was retained away", ErrOffsetTooSmall, e.logOffset)
 			}
 			sg, sgEnd = s.segs[k], math.MaxUint64
@@ -232,13 +273,16 @@ func (s *Store) planSpans(entries []entry) ([]span, error) {
 		if l := len(spans) - 1; l >= 0 {
 			sp := &spans[l]
 			if sp.sg == sg && e.pos >= sp.to && e.pos-sp.to <= maxReadGap && end-sp.from <= maxReadSpan {
+				at += end - sp.to
 				sp.to = end
 				sp.n++
 				continue
 			}
 		}
-		spans = append(spans, span{sg: sg, from: e.pos, to: end, first: i, n: 1})
+		spans = append(spans, span{sg: sg, from: e.pos, to: end, at: at, first: i, n: 1})
+		at += end - e.pos
 	}
+	rb.spans = spans
 	for _, sp := range spans {
 		// No one closing a segment can be waiting: that takes mu
 		// exclusively first.
@@ -251,14 +295,20 @@ func (s *Store) planSpans(entries []entry) ([]span, error) {
 // planSpans), releasing each span's segment once read. A Topic equal to
 // topic shares that string. On error it also returns the index of the
 // entry at fault.
-func readSpans(spans []span, entries []entry, topic string) ([]*Message, int, error) {
+func readSpans(rb *readBuf, spans []span, entries []entry, topic string) ([]*Message, int, error) {
+	var total int64
+	if l := len(spans) - 1; l >= 0 {
+		total = spans[l].at + spans[l].to - spans[l].from
+	}
+	if int64(cap(rb.recs)) < total {
+		rb.recs = make([]byte, total)
+	}
+	recs := rb.recs[:total]
 	var err error
 	at := 0
-	bufs := make([][]byte, len(spans))
-	for i, sp := range spans {
+	for _, sp := range spans {
 		if err == nil {
-			bufs[i] = make([]byte, sp.to-sp.from)
-			if _, rerr := sp.sg.f.ReadAt(bufs[i], sp.from); rerr != nil {
+			if _, rerr := sp.sg.f.ReadAt(recs[sp.at:sp.at+sp.to-sp.from], sp.from); rerr != nil {
 				err = fmt.Errorf("%w: segment %s position %d: %v", ErrCorrupt, sp.sg.path, sp.from, rerr)
 				at = sp.first
 			}
@@ -270,12 +320,12 @@ func readSpans(spans []span, entries []entry, topic string) ([]*Message, int, er
 	}
 	ms := make([]Message, len(entries)) // one allocation for all of them
 	out := make([]*Message, len(entries))
-	for i, sp := range spans {
+	for _, sp := range spans {
 		for j := sp.first; j < sp.first+sp.n; j++ {
 			e := &entries[j]
-			at := e.pos - sp.from
+			at := sp.at + e.pos - sp.from
 			m := &ms[j]
-			if _, err := decodeRecordTo(m, bufs[i][at:at+int64(e.size):at+int64(e.size)], topic); err != nil {
+			if _, err := decodeRecordTo(m, recs[at:at+int64(e.size):at+int64(e.size)], topic); err != nil {
 				return nil, j, fmt.Errorf("segment %s position %d: %w", sp.sg.path, e.pos, err)
 			}
 			if m.LogOffset != e.logOffset {
@@ -285,7 +335,29 @@ func readSpans(spans []span, entries []entry, topic string) ([]*Message, int, er
 			out[j] = m
 		}
 	}
+	ownBodies(rb, ms)
 	return out, 0, nil
+}
+
+// ownBodies copies the bodies of ms (which point into the read's scratch
+// buffer) into fresh blocks of at most maxReadSpan bytes, consecutive
+// bodies sharing one; a larger body gets a block of its own. bytes.Join
+// does not zero the block it fills, as a make would.
+func ownBodies(rb *readBuf, ms []Message) {
+	for i := 0; i < len(ms); {
+		group, size := rb.bodies[:0], 0
+		for ; i < len(ms) && (len(group) == 0 || size+len(ms[i].Body) <= maxReadSpan); i++ {
+			group, size = append(group, ms[i].Body), size+len(ms[i].Body)
+		}
+		block := bytes.Join(group, nil)
+		for j := i - len(group); j < i; j++ {
+			if n := len(ms[j].Body); n > 0 {
+				ms[j].Body, block = block[:n:n], block[n:]
+			}
+		}
+		clear(group) // no pointer into the scratch buffer stays in the pool
+		rb.bodies = group[:0]
+	}
 }
 
 // MinOffset returns the oldest readable queue offset of (topic, queueID);

@@ -20,7 +20,7 @@ const (
 	wReopen  = "reopen"  // open/restart a log of many messages
 )
 
-var allWorkloads = []string{wAppend, wDurable, wConsume, wReopen, wTimers}
+var allWorkloads = []string{wAppend, wDurable, wConsume, wReopen, wTimers, wPop}
 
 // sizes say how much work each run does.
 type sizes struct {
@@ -119,6 +119,8 @@ func cases(cfg *config) []*bcase {
 			)
 		case wTimers:
 			cs = timerCases(cfg)
+		case wPop:
+			cs = popCases(cfg)
 		}
 		for _, c := range cs {
 			c.workload = w

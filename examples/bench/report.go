@@ -156,6 +156,7 @@ func targets(out io.Writer, rows map[string]row) {
 		{"SyncGroup at 64 producers ≥ JetStream SyncAlways, 64 publishers", "brokercore SyncGroup, 64 producers", "jetstream SyncAlways, 64 publishers", 1, false},
 		{"SyncGroup at 64 producers ≥ JetStream SyncAlways, 1 publisher", "brokercore SyncGroup, 64 producers", "jetstream SyncAlways, 1 publisher", 1, false},
 		{"pop+ack ≥ 2× JetStream fetch+ack", "brokercore pop 32 + Ack each", "jetstream fetch 32 + Ack each", 2, false},
+		{"pop+ack, 256 queues AllQueues ≥ 0.6× 1 queue", "brokercore pop 32 + Ack, 256 queues AllQueues", popRef, 0.6, false},
 		{"reopen faster than JetStream restart (median time)", "brokercore store Open", "jetstream server restart", 1, false},
 		{"recovery after kill faster than JetStream's (median time)", "brokercore store Open after kill", "jetstream restart after kill", 1, false},
 	}

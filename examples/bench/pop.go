@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/brokercore/brokercore/pop"
+	"github.com/brokercore/brokercore/store"
+)
+
+// The pop workload (issue 15): pop+ack of 1 KiB messages, batch 32, one
+// consumer, over a SyncNone store holding the messages in 1, 16 or 256
+// queues (popped with pop.AllQueues when more than one), committed to pop's
+// default in-memory Offsets: pop's own cost per message with the store's
+// read path, as pop's BenchmarkPopAckBatch32 and BenchmarkPopAckQueues
+// measure it. The 16- and 256-queue rows are compared with the 1-queue row.
+const wPop = "pop"
+
+const popRef = "brokercore pop 32 + Ack, 1 queue"
+
+// popCases lists the rows of the pop workload; every run pops n messages.
+func popCases(cfg *config) []*bcase {
+	return []*bcase{
+		popQueuesCase(popRef, "", 1, cfg.consumeN),
+		popQueuesCase("brokercore pop 32 + Ack, 16 queues AllQueues", popRef, 16, cfg.consumeN),
+		popQueuesCase("brokercore pop 32 + Ack, 256 queues AllQueues", popRef, 256, cfg.consumeN),
+	}
+}
+
+// popQueuesCase prefills n messages spread evenly over queues queues of the
+// bench topic; every repetition pops and acks all of them under a new
+// consumer group, and checks that each non-empty queue's committed offset
+// reached its end.
+func popQueuesCase(system, ref string, queues int, n int64) *bcase {
+	var (
+		st    *store.Store
+		dir   string
+		round int
+	)
+	c := &bcase{system: system, ref: ref, op: "Pop of 32 + 32 Acks"}
+	c.prepare = func(e *env) error {
+		var err error
+		st, dir, err = spreadStore(e, n, queues)
+		return err
+	}
+	c.cleanup = func() {
+		if st != nil {
+			st.Close()
+		}
+		os.RemoveAll(dir)
+	}
+	c.run = func(e *env) (sample, error) {
+		round++
+		offsets := pop.NewMemoryOffsets()
+		svc := pop.New(st, pop.Options{Offsets: offsets})
+		defer svc.Close()
+		qid := 0
+		if queues > 1 {
+			qid = pop.AllQueues
+		}
+		req := pop.Request{Group: fmt.Sprintf("g%d", round), Topic: benchTopic, ClientID: "c", QueueID: qid,
+			Max: pop.MaxBatch, Invisible: time.Minute}
+		var lat []time.Duration
+		var got int64
+		tm := startTimer()
+		for got < n {
+			t := time.Now()
+			r, err := svc.Pop(e.ctx, req)
+			if err != nil {
+				return sample{}, err
+			}
+			if len(r.Messages) == 0 {
+				return sample{}, fmt.Errorf("pop: empty answer after %d of %d messages", got, n)
+			}
+			for _, d := range r.Messages {
+				if err := svc.Ack(d.Handle); err != nil {
+					return sample{}, err
+				}
+			}
+			lat = append(lat, time.Since(t))
+			got += int64(len(r.Messages))
+		}
+		el, cpu := tm.stop()
+		for q := range queues {
+			end := st.MaxOffset(benchTopic, q)
+			if com, ok := offsets.Committed(req.Group, benchTopic, q); end > 0 && (!ok || com != end) {
+				return sample{}, fmt.Errorf("pop: queue %d committed %d (%v), its end is %d", q, com, ok, end)
+			}
+		}
+		note := ""
+		if queues > 1 {
+			note = fmt.Sprintf("%.1f msgs per queue", float64(n)/float64(queues))
+		}
+		return sample{msgs: got, bytes: got * bodySize, elapsed: el, cpu: cpu, lat: lat, note: note}, svc.Close()
+	}
+	return c
+}
+
+// spreadStore opens a SyncNone store in a fresh directory holding n
+// messages of bodySize bytes spread over queues queues of the bench topic
+// (queue q gets n/queues, the first n%queues one more); the caller owns it.
+func spreadStore(e *env, n int64, queues int) (*store.Store, string, error) {
+	dir, err := e.dir("popq")
+	if err != nil {
+		return nil, "", err
+	}
+	st, err := store.Open(dir, store.Options{Sync: store.SyncNone})
+	if err != nil {
+		return nil, dir, err
+	}
+	body := payload(bodySize)
+	for q := range queues {
+		left := n / int64(queues)
+		if int64(q) < n%int64(queues) {
+			left++
+		}
+		for left > 0 {
+			k := min(left, 128)
+			msgs := newMessages(int(k), body)
+			for _, m := range msgs {
+				m.QueueID = q
+			}
+			if err := st.Append(msgs...); err != nil {
+				st.Close()
+				return nil, dir, err
+			}
+			left -= k
+		}
+	}
+	return st, dir, nil
+}
