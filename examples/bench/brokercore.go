@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -160,28 +161,10 @@ func popAckCase(system, ref string, n int64) *bcase {
 		defer svc.Close()
 		req := pop.Request{Group: fmt.Sprintf("g%d", round), Topic: benchTopic, ClientID: "c", QueueID: 0,
 			Max: pop.MaxBatch, Invisible: time.Minute}
-		ctx := e.ctx
-		var lat []time.Duration
-		var got int64
-		tm := startTimer()
-		for got < n {
-			t := time.Now()
-			r, err := svc.Pop(ctx, req)
-			if err != nil {
-				return sample{}, err
-			}
-			if len(r.Messages) == 0 {
-				return sample{}, fmt.Errorf("pop: empty answer after %d of %d messages", got, n)
-			}
-			for _, d := range r.Messages {
-				if err := svc.Ack(d.Handle); err != nil {
-					return sample{}, err
-				}
-			}
-			lat = append(lat, time.Since(t))
-			got += int64(len(r.Messages))
+		got, lat, el, cpu, err := popAckAll(e.ctx, svc, req, n)
+		if err != nil {
+			return sample{}, err
 		}
-		el, cpu := tm.stop()
 		if com, ok := mgr.Committed(req.Group, benchTopic, 0); !ok || com != n {
 			return sample{}, fmt.Errorf("pop: committed offset %d (%v) after acking %d", com, ok, n)
 		}
@@ -267,4 +250,30 @@ func storeReopenCase(system, ref string, n int64, size int) *bcase {
 		return sample{msgs: n, bytes: n * int64(size), elapsed: el, cpu: cpu, lat: []time.Duration{el}, disk: dirSize(dir), note: note}, nil
 	}
 	return c
+}
+
+// popAckAll pops batches of req and acks every message until n messages
+// were acked; it returns how many it acked and one latency per pop+ack
+// round trip.
+func popAckAll(ctx context.Context, svc *pop.Service, req pop.Request, n int64) (got int64, lat []time.Duration, wall, cpu time.Duration, err error) {
+	tm := startTimer()
+	for got < n {
+		t := time.Now()
+		r, err := svc.Pop(ctx, req)
+		if err != nil {
+			return got, nil, 0, 0, err
+		}
+		if len(r.Messages) == 0 {
+			return got, nil, 0, 0, fmt.Errorf("pop: empty answer after %d of %d messages", got, n)
+		}
+		for _, d := range r.Messages {
+			if err := svc.Ack(d.Handle); err != nil {
+				return got, nil, 0, 0, err
+			}
+		}
+		lat = append(lat, time.Since(t))
+		got += int64(len(r.Messages))
+	}
+	wall, cpu = tm.stop()
+	return got, lat, wall, cpu, nil
 }

@@ -61,27 +61,10 @@ func popQueuesCase(system, ref string, queues int, n int64) *bcase {
 		}
 		req := pop.Request{Group: fmt.Sprintf("g%d", round), Topic: benchTopic, ClientID: "c", QueueID: qid,
 			Max: pop.MaxBatch, Invisible: time.Minute}
-		var lat []time.Duration
-		var got int64
-		tm := startTimer()
-		for got < n {
-			t := time.Now()
-			r, err := svc.Pop(e.ctx, req)
-			if err != nil {
-				return sample{}, err
-			}
-			if len(r.Messages) == 0 {
-				return sample{}, fmt.Errorf("pop: empty answer after %d of %d messages", got, n)
-			}
-			for _, d := range r.Messages {
-				if err := svc.Ack(d.Handle); err != nil {
-					return sample{}, err
-				}
-			}
-			lat = append(lat, time.Since(t))
-			got += int64(len(r.Messages))
+		got, lat, el, cpu, err := popAckAll(e.ctx, svc, req, n)
+		if err != nil {
+			return sample{}, err
 		}
-		el, cpu := tm.stop()
 		for q := range queues {
 			end := st.MaxOffset(benchTopic, q)
 			if com, ok := offsets.Committed(req.Group, benchTopic, q); end > 0 && (!ok || com != end) {
