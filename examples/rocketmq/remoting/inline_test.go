@@ -129,22 +129,7 @@ func TestInlineAnswersGoOutBeforeABrokenFrameCloses(t *testing.T) {
 // inline: the failed write of an inline answer keeps the socket open, and
 // the oneway requests read after it are served.
 func TestInlineWriteErrorDoesNotDropRequestsAlreadySent(t *testing.T) {
-	first := frames(t, CodeHeartbeat, 1, 1)
-	var rest []byte
-	for i := int32(0); i < 3; i++ {
-		rest = append(rest, mustEncode(t, &Command{Code: CodeUpdateConsumerOffset, Opaque: 2 + i, Flag: FlagOneway,
-			ExtFields: map[string]string{}})...)
-	}
-	nc := &resetConn{first: first, rest: rest, wrote: make(chan struct{})}
-	h := &inlineHandler{blockCode: -1}
-	s := NewServer(h, ServerOptions{})
-	l := &oneConnListener{c: nc, done: make(chan struct{})}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(l) }()
-	require.Eventually(t, func() bool { return h.count(CodeUpdateConsumerOffset) == 3 }, 5*time.Second, time.Millisecond,
-		"every oneway request read before the reset is served")
-	require.NoError(t, s.Close())
-	require.ErrorIs(t, <-served, ErrServerClosed)
+	s := serveResetConn(t, &inlineHandler{blockCode: -1})
 	require.Equal(t, uint64(1), s.Stats().WriteErrors)
 }
 
