@@ -17,6 +17,9 @@ import (
 // handle settles it, and the low-water mark passes it; if the commit
 // fails it is put back, so the ack is not applied and its handle stays
 // live.
+//
+// The Service's own MemoryOffsets (s.commitLocked) never blocks: its
+// commits run under gt.mu, which orders them, and need no gt.commitMu.
 
 // lookup decodes a handle and finds its group@topic.
 func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
@@ -133,6 +136,9 @@ func (s *Service) Ack(handleStr string) error {
 		gt.mu.Unlock()
 		return nil
 	}
+	if s.commitLocked {
+		return s.commitTurnLocked(gt, qs, h, inBatch)
+	}
 	if gt.commitMu.TryLock() {
 		// No commit is running: take the turn without letting go of mu
 		// (TryLock cannot wait, so the lock order holds), as commitAck
@@ -163,7 +169,8 @@ func (s *Service) commitAck(gt *groupTopic, qs *queueState, h handle, inBatch bo
 }
 
 // commitTurnLocked is commitAck's turn: called holding gt.commitMu and
-// gt.mu, it returns having released gt.mu.
+// gt.mu (or gt.mu alone when s.commitLocked), it returns having released
+// gt.mu.
 func (s *Service) commitTurnLocked(gt *groupTopic, qs *queueState, h handle, inBatch bool) error {
 	low, current := qs.low(), gt.core.queues[qs.queue] == qs
 	if !current || (!qs.mustSave && low <= qs.committed) {
@@ -176,9 +183,7 @@ func (s *Service) commitTurnLocked(gt *groupTopic, qs *queueState, h handle, inB
 		}
 		return nil
 	}
-	gt.mu.Unlock()
-	err := s.offsets.CommitFenced(h.group, h.topic, h.queue, low, qs.epoch)
-	gt.mu.Lock()
+	err := s.commitOutside(gt, h.queue, low, qs.epoch)
 	if err == nil {
 		s.st.commits.Add(1)
 		qs.committed, qs.mustSave = max(qs.committed, low), false
@@ -239,17 +244,27 @@ func (s *Service) commitQueue(gt *groupTopic, qs *queueState) {
 		gt.mu.Unlock()
 		return
 	}
-	gt.mu.Unlock()
 	g, t := gt.key.group, gt.key.topic
-	if err := s.offsets.CommitFenced(g, t, qs.queue, low, qs.epoch); err != nil {
+	if err := s.commitOutside(gt, qs.queue, low, qs.epoch); err != nil {
+		gt.mu.Unlock()
 		s.st.commitErrors.Add(1)
 		s.log.Warn("pop: commit failed", "group", g, "topic", t, "queue", qs.queue, "offset", low, "epoch", qs.epoch, "err", err)
 		return
 	}
 	s.st.commits.Add(1)
-	gt.mu.Lock()
 	qs.committed, qs.mustSave = max(qs.committed, low), false
 	gt.mu.Unlock()
+}
+
+// commitOutside commits offset of queue, called and returning with gt.mu
+// held: it lets go of gt.mu for the commit unless s.commitLocked.
+func (s *Service) commitOutside(gt *groupTopic, queue int, offset int64, epoch uint64) error {
+	if s.commitLocked {
+		return s.offsets.CommitFenced(gt.key.group, gt.key.topic, queue, offset, epoch)
+	}
+	gt.mu.Unlock()
+	defer gt.mu.Lock()
+	return s.offsets.CommitFenced(gt.key.group, gt.key.topic, queue, offset, epoch)
 }
 
 // ChangeInvisible makes the delivery of handle invisible for d from now

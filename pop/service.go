@@ -129,6 +129,9 @@ type Service struct {
 	signer  *signer
 	nonce   uint64
 	coreCfg coreConfig
+	// commitLocked: offsets is a *MemoryOffsets, whose commits are short
+	// in-memory steps made under gt.mu (ack.go).
+	commitLocked bool
 
 	gts      *xsync.MapOf[gtKey, *groupTopic]
 	recent   [64]atomic.Pointer[groupTopic] // the group@topics of recent acks, by hash of their names
@@ -185,6 +188,7 @@ func New(src Source, opts Options) *Service {
 		topics:  make(map[string][]*groupTopic),
 		done:    make(chan struct{}),
 	}
+	_, s.commitLocked = opts.Offsets.(*MemoryOffsets)
 	if d, ok := src.(doner); ok {
 		s.srcDone = d
 	}
