@@ -137,7 +137,7 @@ func (s *Service) Ack(handleStr string) error {
 		return nil
 	}
 	if s.commitLocked {
-		return s.commitTurnLocked(gt, qs, h, inBatch)
+		return s.commitInPlace(gt, qs, e, h, inBatch)
 	}
 	if gt.commitMu.TryLock() {
 		// No commit is running: take the turn without letting go of mu
@@ -197,6 +197,30 @@ func (s *Service) commitTurnLocked(gt *groupTopic, qs *queueState, h handle, inB
 		qs.hide(e, 0) // the ack is not applied: the handle stays live
 	}
 	gt.mu.Unlock()
+	return s.commitFailed(gt, qs, h, low, err)
+}
+
+// commitInPlace is commitTurnLocked for s.commitLocked, called holding
+// gt.mu straight after Ack detached e: nothing changed since, so neither
+// qs nor e needs finding again. It returns having released gt.mu.
+func (s *Service) commitInPlace(gt *groupTopic, qs *queueState, e *entry, h handle, inBatch bool) error {
+	low := qs.low()
+	err := s.offsets.CommitFenced(gt.key.group, gt.key.topic, qs.queue, low, qs.epoch)
+	if err == nil {
+		s.st.commits.Add(1)
+		qs.committed, qs.mustSave = max(qs.committed, low), false
+		s.settleAckLocked(gt, qs, e, inBatch)
+		gt.mu.Unlock()
+		return nil
+	}
+	qs.hide(e, 0) // the ack is not applied: the handle stays live
+	gt.mu.Unlock()
+	return s.commitFailed(gt, qs, h, low, err)
+}
+
+// commitFailed is the error of an ack whose commit of low failed with err
+// (its entry put back); called without gt.mu.
+func (s *Service) commitFailed(gt *groupTopic, qs *queueState, h handle, low int64, err error) error {
 	if s.isClosed() {
 		// The host is closing (the Service first, then its Offsets): the
 		// commit failed because of it, and the caller gets what every call

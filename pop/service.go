@@ -329,12 +329,14 @@ func (s *Service) deliveries(gt *groupTopic, picks []pick) []Delivery {
 	ends := make([]int, 0, MaxBatch)
 	var first [16]byte // the MAC's first step, the same for all of one queue state's handles
 	var firstOf *queueState
+	x := macBlocks.Get().(*[16]byte)
+	defer macBlocks.Put(x)
 	for _, p := range picks {
 		h := handle{nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen}
 		if p.qs != firstOf {
 			first, firstOf = s.signer.macFirst(&h, gt.tag), p.qs
 		}
-		b = s.signer.appendHandle(b, h, first, gt.names)
+		b = s.signer.appendHandle(b, h, first, gt.names, x)
 		ends = append(ends, len(b))
 	}
 	all := string(b)
