@@ -29,7 +29,8 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 	var buf [192]byte
 	var h handle
 	mac, names, err := parseHandleIn(buf[:], str, &h)
-	gt, known := s.knownGT(names)
+	gt, cached := s.knownGT(names)
+	known := cached
 	if known {
 		h.group, h.topic = gt.key.group, gt.key.topic
 	} else {
@@ -55,7 +56,9 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 	if !known {
 		return h, nil, s.stale(op, h, fmt.Errorf("handle of %s@%s: unknown group@topic: %w", h.group, h.topic, ErrStaleHandle))
 	}
-	s.remember(gt)
+	if !cached {
+		s.remember(gt)
+	}
 	return h, gt, nil
 }
 
