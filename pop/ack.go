@@ -26,6 +26,9 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 	if s.isClosed() {
 		return handle{}, nil, s.closedErr(op)
 	}
+	if h, gt, ok := s.ownHandle(str); ok {
+		return h, gt, nil // made by this Service: no decoding, no MAC to check
+	}
 	var buf [192]byte
 	var h handle
 	mac, names, err := parseHandleIn(buf[:], str, &h)

@@ -139,6 +139,10 @@ type Service struct {
 	topicsMu sync.RWMutex
 	topics   map[string][]*groupTopic
 
+	// issued are the handle batches of the last pops (issued.go).
+	issued     [issuedRing]atomic.Pointer[issuedBatch]
+	issuedNext atomic.Uint32
+
 	waiters atomic.Int64
 	closed  atomic.Bool
 	done    chan struct{}
@@ -331,6 +335,7 @@ func (s *Service) deliveries(gt *groupTopic, picks []pick) []Delivery {
 	var firstOf *queueState
 	x := macBlocks.Get().(*[16]byte)
 	defer macBlocks.Put(x)
+	ib := &issuedBatch{gt: gt}
 	for _, p := range picks {
 		h := handle{nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen}
 		if p.qs != firstOf {
@@ -338,8 +343,12 @@ func (s *Service) deliveries(gt *groupTopic, picks []pick) []Delivery {
 		}
 		b = s.signer.appendHandle(b, h, first, gt.names, x)
 		ends = append(ends, len(b))
+		ib.add(&h, len(b))
 	}
 	all := string(b)
+	if ib.all = all; ib.n == len(picks) {
+		s.publish(ib)
+	}
 	start := 0
 	for i, p := range picks {
 		out[i] = Delivery{Message: p.msg, Attempts: int(p.att), Handle: all[start:ends[i]]}
