@@ -282,3 +282,30 @@ func TestMemoryOffsetsAnswerEachKeyThroughTheRecentRecord(t *testing.T) {
 	wg.Wait()
 	require.EqualValues(t, 101, o.Epoch("g", "T", 0))
 }
+
+// TestGetFindsEveryOffsetBehindAStuckHead: with a never-settled head and
+// a long run of offsets behind it (some settled, some never added), get
+// finds exactly the live ones, whether they are among the last refs it
+// looks at first or further back.
+func TestGetFindsEveryOffsetBehindAStuckHead(t *testing.T) {
+	q := newQueueState(0, 1, 0, 0)
+	live := map[int64]bool{}
+	for off := int64(0); off < 3000; off += 3 { // offsets 1, 2 mod 3 never added
+		q.add(off, 0)
+		live[off] = true
+	}
+	for off := int64(3); off < 3000; off += 9 { // settled: its ref stays until compaction
+		q.settle(q.get(off))
+		delete(live, off)
+	}
+	require.Greater(t, len(q.order)-q.head, 4*recentRefs)
+	for off := int64(-1); off <= 3001; off++ {
+		e := q.get(off)
+		if !live[off] {
+			require.Nil(t, e, "offset %d", off)
+			continue
+		}
+		require.NotNil(t, e, "offset %d", off)
+		require.Equal(t, off, e.off)
+	}
+}
