@@ -105,7 +105,11 @@ func (b *Broker) appendSend(p *preparedSend) *Command {
 func (b *Broker) sendAnswer(p *preparedSend) *Command {
 	msgs := p.msgs
 	b.stats.sent.Add(uint64(len(msgs)))
-	ids := make([]byte, 0, 33*len(msgs))
+	var one [64]byte // a single send's id needs no buffer of its own
+	ids := one[:0]
+	if len(msgs) > 1 {
+		ids = make([]byte, 0, 33*len(msgs))
+	}
 	for i, m := range msgs {
 		if i > 0 {
 			ids = append(ids, ',')
