@@ -134,9 +134,10 @@ func childNullBroker() int {
 		fmt.Println("error", err)
 		return 1
 	}
-	fmt.Println("ready")
+	// SIGTERM is caught before "ready" tells the parent it may send it.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	fmt.Println("ready")
 	<-ctx.Done()
 	s.Close()
 	return 0
