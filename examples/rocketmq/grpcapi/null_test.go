@@ -82,12 +82,21 @@ func (s *nullService) Close() error {
 
 // startNull starts the program as rmqtest does (brokercore.Open, the
 // remoting listeners, the gRPC server with rmqtest's options) but serves
-// gRPC through a nullServer; br.GRPC is its endpoint.
+// gRPC through a nullServer; br.GRPC is its endpoint. It is closed when the
+// test ends.
 func startNull(t testing.TB) (*rmqtest.Broker, *nullServer) {
 	t.Helper()
-	dir := t.TempDir()
+	br, null, err := newNullProgram(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = br.Close() })
+	return br, null
+}
+
+// newNullProgram is startNull outside a test (the benchmarks' child
+// process): data in dir, Close stops it.
+func newNullProgram(dir string) (*rmqtest.Broker, *nullServer, error) {
 	var null *nullServer
-	br := rmqtest.StartConfig(t, server.Config{Dir: dir, Flush: "async",
+	br, err := rmqtest.New(server.Config{Dir: dir, Flush: "async",
 		GRPC: func(s *server.Server, _ string) (server.Service, error) {
 			g, err := grpcapi.New(s.Core(), grpcapi.Options{
 				CertDir:    filepath.Join(dir, "grpc"),
@@ -105,7 +114,7 @@ func startNull(t testing.TB) (*rmqtest.Broker, *nullServer) {
 			}
 			return &nullService{endpoint: ep, stop: stop, srv: g}, nil
 		}})
-	return br, null
+	return br, null, err
 }
 
 // prepareBatch pops 32 real messages of topic from the program's core once
@@ -113,13 +122,24 @@ func startNull(t testing.TB) (*rmqtest.Broker, *nullServer) {
 // receive.
 func (n *nullServer) prepareBatch(t testing.TB, br *rmqtest.Broker, topic string) {
 	t.Helper()
-	prefill(t, br, topic, 32)
+	require.NoError(t, n.prepare(br, topic))
+}
+
+func (n *nullServer) prepare(br *rmqtest.Broker, topic string) error {
+	if err := fill(br, topic, 32); err != nil {
+		return err
+	}
 	res, err := br.Server.Core().Pop().Pop(context.Background(), pop.Request{Group: "null-prep", Topic: topic, ClientID: "null-prep",
 		QueueID: pop.AllQueues, Max: 32, Invisible: time.Hour})
-	require.NoError(t, err)
-	require.Len(t, res.Messages, 32)
+	if err != nil {
+		return err
+	}
+	if len(res.Messages) != 32 {
+		return fmt.Errorf("prepared %d messages, want 32", len(res.Messages))
+	}
 	frames := grpcapi.Frames(res.Messages, 30*time.Second)
 	n.frames.Store(&frames)
+	return nil
 }
 
 // TestNullServerServesTheStockClients: the floor's fake is a server the
