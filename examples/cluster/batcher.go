@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,26 +15,30 @@ import (
 // whatever its size. Each producer's batch stays atomic (the FSM appends
 // the whole entry as one store batch) and is answered with its own
 // messages. Up to maxInflight entries are proposed at a time (raft
-// pipelines them); whoever finds a free slot proposes everything queued.
+// pipelines them). Whoever finds a free slot proposes everything queued;
+// whoever sees an entry answered proposes, in the slot it frees,
+// everything queued meanwhile, and leaves the wait for that entry to one of
+// its producers, so no producer waits for an entry other than its own.
 type batcher struct {
 	n *Node
 
 	mu      sync.Mutex
 	queue   []*pending
-	bytes   int
 	running int
 
 	stats batchStats
 }
 
 // batchStats splits a produce's latency (benchmarks report it): the time
-// producers waited for their entry to be proposed, and the time raft took
-// from proposal to the entry applied here.
+// producers waited for their entry to be proposed, the time raft took
+// from proposal to the entry applied here, and the time from the answer to
+// the producer running again.
 type batchStats struct {
 	Produces    atomic.Uint64
 	QueuedNanos atomic.Uint64 // summed over produces
 	Entries     atomic.Uint64
 	RaftNanos   atomic.Uint64 // summed over entries
+	WakeNanos   atomic.Uint64 // summed over produces
 }
 
 const (
@@ -43,91 +48,121 @@ const (
 )
 
 type pending struct { // one producer's batch waiting for its entry
-	at   time.Time
-	msgs []*store.Message
-	out  []*store.Message
-	err  error
-	done chan struct{}
+	at       time.Time
+	msgs     []*store.Message
+	size     int
+	out      []*store.Message
+	err      error
+	answered time.Time
+	wait     *group        // set before a signal on done: wait for this entry and answer it
+	done     chan struct{} // one signal per wait handed over, then one for the answer
+}
+
+// group is the producers of one entry.
+type group struct {
+	members []*pending
+	p       proposal
+	err     error // not proposed
 }
 
 func (b *batcher) produce(msgs []*store.Message) ([]*store.Message, error) {
-	r := &pending{at: time.Now(), msgs: msgs, done: make(chan struct{})}
-	size := 0
+	r := &pending{at: time.Now(), msgs: msgs, done: make(chan struct{}, 1)}
 	for _, m := range msgs {
-		size += msgSize(m)
+		r.size += msgSize(m)
 	}
 	b.mu.Lock()
 	b.queue = append(b.queue, r)
-	b.bytes += size
-	lead := b.running < maxInflight
-	if lead {
-		b.running++
-	}
+	g := b.next()
 	b.mu.Unlock()
-	if lead {
-		b.propose()
+	if g != nil {
+		b.launch(g, r)
 	}
-	<-r.done
-	return r.out, r.err
-}
-
-// propose proposes what is queued, again and again while more arrived,
-// then gives its slot back.
-func (b *batcher) propose() {
 	for {
-		b.mu.Lock()
-		if len(b.queue) == 0 {
-			b.running--
-			b.mu.Unlock()
-			return
+		<-r.done
+		if g := r.wait; g != nil {
+			r.wait = nil
+			b.complete(g, r)
+			continue
 		}
-		k, size, count := 0, 0, 0
-		for k < len(b.queue) {
-			s := 0
-			for _, m := range b.queue[k].msgs {
-				s += msgSize(m)
-			}
-			if k > 0 && (size+s > maxEntryBytes || count+len(b.queue[k].msgs) > maxEntryMsgs) {
-				break
-			}
-			size += s
-			count += len(b.queue[k].msgs)
-			k++
-		}
-		group := append([]*pending(nil), b.queue[:k]...)
-		b.queue = append(b.queue[:0], b.queue[k:]...)
-		b.bytes -= size
-		b.mu.Unlock()
-		b.send(group)
+		b.stats.WakeNanos.Add(uint64(time.Since(r.answered)))
+		return r.out, r.err
 	}
 }
 
-func (b *batcher) send(group []*pending) {
-	e := &entry{Kind: kindProduce}
-	if len(group) > 1 {
-		e.Split = make([]int, len(group))
+// next takes a free slot and what is queued (up to an entry's limits), nil
+// when either is missing (under mu).
+func (b *batcher) next() *group {
+	if len(b.queue) == 0 || b.running >= maxInflight {
+		return nil
 	}
-	for i, r := range group {
+	b.running++
+	k, size, count := 0, 0, 0
+	for k < len(b.queue) {
+		q := b.queue[k]
+		if k > 0 && (size+q.size > maxEntryBytes || count+len(q.msgs) > maxEntryMsgs) {
+			break
+		}
+		size += q.size
+		count += len(q.msgs)
+		k++
+	}
+	g := &group{members: append([]*pending(nil), b.queue[:k]...)}
+	b.queue = append(b.queue[:0], b.queue[k:]...)
+	return g
+}
+
+// launch proposes g, then waits for it when me is one of its producers,
+// else hands the wait to its first producer.
+func (b *batcher) launch(g *group, me *pending) {
+	e := &entry{Kind: kindProduce}
+	if len(g.members) > 1 {
+		e.Split = make([]int, len(g.members))
+	}
+	for i, r := range g.members {
 		e.Msgs = append(e.Msgs, r.msgs...)
 		if e.Split != nil {
 			e.Split[i] = len(r.msgs)
 		}
 	}
 	t0 := time.Now()
-	for _, r := range group {
+	for _, r := range g.members {
 		b.stats.QueuedNanos.Add(uint64(t0.Sub(r.at)))
 	}
-	b.stats.Produces.Add(uint64(len(group)))
-	res, err := b.n.apply(e)
-	b.stats.RaftNanos.Add(uint64(time.Since(t0)))
-	b.stats.Entries.Add(1)
-	off := 0
-	for _, r := range group {
+	b.stats.Produces.Add(uint64(len(g.members)))
+	g.p, g.err = b.n.propose(e)
+	if slices.Contains(g.members, me) {
+		b.complete(g, me)
+		return
+	}
+	w := g.members[0]
+	w.wait = g
+	w.done <- struct{}{}
+}
+
+// complete waits for g's entry, answers its producers, and proposes what
+// queued meanwhile in the slot it frees.
+func (b *batcher) complete(g *group, me *pending) {
+	var res applyResult
+	err := g.err
+	if err == nil {
+		res, err = b.n.await(g.p)
+		b.stats.RaftNanos.Add(uint64(time.Since(g.p.at)))
+		b.stats.Entries.Add(1)
+	}
+	off, now := 0, time.Now()
+	for _, r := range g.members {
 		if err == nil {
 			r.out = res.msgs[off : off+len(r.msgs)]
 			off += len(r.msgs)
 		}
-		r.err = err
-		close(r.done)
+		r.err, r.answered = err, now
+		r.done <- struct{}{}
+	}
+	b.mu.Lock()
+	b.running--
+	next := b.next()
+	b.mu.Unlock()
+	if next != nil {
+		b.launch(next, me)
 	}
 }
