@@ -234,3 +234,28 @@ func reportLogWrites(b *testing.B, leader *Node, nodes []*Node) {
 		b.ReportMetric(float64(st.SyncNanos)/float64(st.Batches)/1e3, "fsync-µs-"+role)
 	}
 }
+
+// BenchmarkProducePolicy runs the 64-producer replicated row under the
+// batcher's policies side by side (depth = entries in flight, yields =
+// how long a cut waits for ready producers to queue), with SyncGroup
+// between them for same-run ratios.
+func BenchmarkProducePolicy(b *testing.B) {
+	defer func(d, y int) { maxInflight, maxYields = d, y }(maxInflight, maxYields)
+	for _, p := range []struct{ depth, yields int }{{4, 0}, {1, 0}, {1, 8}, {2, 8}} {
+		b.Run(fmt.Sprintf("depth=%d/yields=%d", p.depth, p.yields), func(b *testing.B) {
+			maxInflight, maxYields = p.depth, p.yields
+			nodes := benchCluster(b, LogStoreSegment, false)
+			l := leaderOf(b, nodes)
+			runProducers(b, 64, func(m *store.Message) error { _, err := l.Produce(m); return err })
+			reportLogWrites(b, l, nodes)
+		})
+	}
+	b.Run("single/SyncGroup", func(b *testing.B) {
+		st, err := store.Open(b.TempDir(), store.Options{Sync: store.SyncGroup})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		runProducers(b, 64, func(m *store.Message) error { return st.Append(m) })
+	})
+}
