@@ -92,7 +92,7 @@ func (b *batcher) produce(msgs []*store.Message) ([]*store.Message, error) {
 	free := b.free()
 	b.mu.Unlock()
 	if free {
-		b.join()
+		b.join(0)
 		b.mu.Lock()
 		g := b.next()
 		b.mu.Unlock()
@@ -121,19 +121,29 @@ func (b *batcher) free() bool {
 	return b.running < maxInflight || full && b.running < maxInflightFull
 }
 
-// join lets producers that are ready to run (the ones just answered, say)
-// queue before an entry is cut: it yields while the queue grows.
-func (b *batcher) join() {
+// join lets producers that are ready to run queue before an entry is cut:
+// it yields (no timed wait) until more producers joined the queue, or the
+// queue did not grow over two yields, at most maxYields times. Whoever
+// answered an entry wants its producers back (they usually produce again
+// at once).
+func (b *batcher) join(more int) {
 	b.mu.Lock()
 	n := len(b.queue)
 	b.mu.Unlock()
+	want := n + more
+	still := 0
 	for range maxYields {
+		if n >= want || still == 2 {
+			return
+		}
 		runtime.Gosched()
 		b.mu.Lock()
 		m := len(b.queue)
 		b.mu.Unlock()
 		if m == n {
-			return
+			still++
+		} else {
+			still = 0
 		}
 		n = m
 	}
@@ -209,7 +219,7 @@ func (b *batcher) complete(g *group, me *pending) {
 		r.err, r.answered = err, now
 		r.done <- struct{}{}
 	}
-	b.join()
+	b.join(len(g.members) - 1)
 	b.mu.Lock()
 	b.running--
 	next := b.next()

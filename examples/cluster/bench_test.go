@@ -241,7 +241,7 @@ func reportLogWrites(b *testing.B, leader *Node, nodes []*Node) {
 // between them for same-run ratios.
 func BenchmarkProducePolicy(b *testing.B) {
 	defer func(d, y int) { maxInflight, maxYields = d, y }(maxInflight, maxYields)
-	for _, p := range []struct{ depth, yields int }{{4, 0}, {1, 0}, {1, 8}, {2, 8}} {
+	for _, p := range []struct{ depth, yields int }{{4, 0}, {1, 0}, {1, 8}, {1, 32}, {2, 8}} {
 		b.Run(fmt.Sprintf("depth=%d/yields=%d", p.depth, p.yields), func(b *testing.B) {
 			maxInflight, maxYields = p.depth, p.yields
 			nodes := benchCluster(b, LogStoreSegment, false)
