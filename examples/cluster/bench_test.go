@@ -17,6 +17,10 @@ import (
 // 127.0.0.1, each with its own raft log of the kind asked for (fsynced)
 // and store.
 func benchCluster(b *testing.B, logStore string, fast bool, tr ...*stageTrace) []*Node {
+	return benchClusterWith(b, logStore, fast, nil, tr...)
+}
+
+func benchClusterWith(b *testing.B, logStore string, fast bool, tweak func(*Config), tr ...*stageTrace) []*Node {
 	b.Helper()
 	root := b.TempDir()
 	var servers []raft.Server
@@ -40,6 +44,9 @@ func benchCluster(b *testing.B, logStore string, fast bool, tr ...*stageTrace) [
 		cfg.SnapshotThreshold = 1 << 30
 		for _, t := range tr {
 			t.hook(&cfg)
+		}
+		if tweak != nil {
+			tweak(&cfg)
 		}
 		cfgs = append(cfgs, cfg)
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
@@ -237,14 +244,18 @@ func reportLogWrites(b *testing.B, leader *Node, nodes []*Node) {
 
 // BenchmarkProducePolicy runs the 64-producer replicated row under the
 // batcher's policies side by side (depth = entries in flight, yields =
-// how long a cut waits for ready producers to queue), with SyncGroup
-// between them for same-run ratios.
+// how long a cut waits for ready producers to queue; depth=4/yields=0 with
+// a synchronous leader log was the previous round's design), with
+// SyncGroup after them for same-run ratios.
 func BenchmarkProducePolicy(b *testing.B) {
 	defer func(d, y int) { maxInflight, maxYields = d, y }(maxInflight, maxYields)
-	for _, p := range []struct{ depth, yields int }{{4, 0}, {1, 0}, {1, 8}, {1, 32}, {2, 8}} {
-		b.Run(fmt.Sprintf("depth=%d/yields=%d", p.depth, p.yields), func(b *testing.B) {
+	for _, p := range []struct {
+		depth, yields int
+		syncLeader    bool
+	}{{4, 0, true}, {4, 0, false}, {1, 0, false}, {1, 8, true}, {1, 8, false}, {2, 8, false}} {
+		b.Run(fmt.Sprintf("depth=%d/yields=%d/leaderlog=%s", p.depth, p.yields, map[bool]string{true: "sync", false: "deferred"}[p.syncLeader]), func(b *testing.B) {
 			maxInflight, maxYields = p.depth, p.yields
-			nodes := benchCluster(b, LogStoreSegment, false)
+			nodes := benchClusterWith(b, LogStoreSegment, false, func(c *Config) { c.syncLeaderLog = p.syncLeader })
 			l := leaderOf(b, nodes)
 			runProducers(b, 64, func(m *store.Message) error { _, err := l.Produce(m); return err })
 			reportLogWrites(b, l, nodes)

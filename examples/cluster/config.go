@@ -83,6 +83,9 @@ type Config struct {
 	// every entry this node proposed, its index, when it was proposed and
 	// when raft answered.
 	wrapLogStore func(raft.LogStore) raft.LogStore
+	// syncLeaderLog keeps the leader's StoreLogs synchronous (benchmarks
+	// compare it with the deferred sync of raftlog_defer.go).
+	syncLeaderLog bool
 	wrapFSM      func(raft.FSM) raft.FSM
 	traceEntry   func(index uint64, proposed, answered time.Time)
 }

@@ -190,6 +190,7 @@ func (n *Node) openRaft() (err error) {
 	// The segment log defers the leader's fdatasync (raftlog_defer.go).
 	trans := n.trans
 	ls, deferSync := n.logs.(*logStore)
+	deferSync = deferSync && !cfg.syncLeaderLog
 	if deferSync {
 		if trans, deferSync = clampCommits(trans, ls.durableIndex); deferSync {
 			n.fsm.durable = ls.waitDurable
