@@ -86,8 +86,8 @@ type Config struct {
 	// syncLeaderLog keeps the leader's StoreLogs synchronous (benchmarks
 	// compare it with the deferred sync of raftlog_defer.go).
 	syncLeaderLog bool
-	wrapFSM      func(raft.FSM) raft.FSM
-	traceEntry   func(index uint64, proposed, answered time.Time)
+	wrapFSM       func(raft.FSM) raft.FSM
+	traceEntry    func(index uint64, proposed, answered time.Time)
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -406,6 +406,10 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	}
 	if len(s.locs) == 0 {
 		s.first = next
+		if s.durable.Load() >= next {
+			// An emptied log may start again lower than it ended.
+			s.durable.Store(next - 1)
+		}
 	}
 	s.locs = append(s.locs, locs...)
 	seg.size += int64(len(b))
