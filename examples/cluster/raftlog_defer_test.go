@@ -233,3 +233,38 @@ func TestCommitClampCapsTheLeaderCommitIndex(t *testing.T) {
 	_, pre := tr.(raft.WithPreVote)
 	require.True(t, pre, "pre-vote stays available")
 }
+
+// A log emptied by a conflicting suffix that was all of it may start again
+// lower than it ended; the entries written there are not durable before
+// their own sync (found by TestLogStoreMatchesAModel).
+func TestLogStoreEmptiedAndRestartedLowerWaitsForItsSync(t *testing.T) {
+	g := newGatedFS()
+	s := openTestLog(t, t.TempDir(), logStoreOptions{FS: g})
+	var leading atomic.Bool
+	s.deferSyncWhile(leading.Load)
+	require.NoError(t, g.store(s, entries(5, 6, 1)))
+	done := make(chan error, 1)
+	go func() { done <- s.DeleteRange(5, 6) }()
+	for deleted := false; !deleted; {
+		select {
+		case g.gate <- struct{}{}:
+		case err := <-done:
+			require.NoError(t, err)
+			deleted = true
+		}
+	}
+	leading.Store(true)
+	require.NoError(t, g.store(s, entries(2, 3, 2))) // deleted all: a new segment, synchronous
+	require.Equal(t, uint64(3), s.durableIndex())
+	require.NoError(t, s.StoreLogs(entries(4, 6, 2))) // deferred
+	require.Equal(t, uint64(3), s.durableIndex(), "5 and 6 of the deleted log do not count")
+	wait := waitDurableAsync(s, 6)
+	select {
+	case <-wait:
+		t.Fatal("durable before its sync")
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.gate <- struct{}{}
+	require.NoError(t, <-wait)
+	close(g.gate)
+}
