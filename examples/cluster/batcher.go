@@ -33,6 +33,7 @@ type batcher struct {
 	mu      sync.Mutex
 	queue   []*pending
 	queued  int // bytes in queue
+	qmsgs   int // messages in queue
 	running int
 
 	stats batchStats
@@ -89,6 +90,7 @@ func (b *batcher) produce(msgs []*store.Message) ([]*store.Message, error) {
 	b.mu.Lock()
 	b.queue = append(b.queue, r)
 	b.queued += r.size
+	b.qmsgs += len(msgs)
 	free := b.free()
 	b.mu.Unlock()
 	if free {
@@ -117,7 +119,7 @@ func (b *batcher) free() bool {
 	if len(b.queue) == 0 {
 		return false
 	}
-	full := b.queued > maxEntryBytes || len(b.queue) > maxEntryMsgs
+	full := b.queued > maxEntryBytes || b.qmsgs > maxEntryMsgs
 	return b.running < maxInflight || full && b.running < maxInflightFull
 }
 
@@ -169,6 +171,7 @@ func (b *batcher) next() *group {
 	g := &group{members: append([]*pending(nil), b.queue[:k]...)}
 	b.queue = append(b.queue[:0], b.queue[k:]...)
 	b.queued -= size
+	b.qmsgs -= count
 	return g
 }
 
