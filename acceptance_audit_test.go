@@ -295,6 +295,10 @@ func TestAuditBrokerCloseIdempotentAndClosed(t *testing.T) {
 	require.ErrorIs(t, err, schedule.ErrClosed, "Start after the broker's Close must fail")
 	_ = b.Scheduler().Stop()
 	require.ErrorIs(t, b.Scheduler().Cancel("any"), schedule.ErrClosed)
+	_, err = b.Scheduler().Delay(&store.Message{Topic: "orders"}, 1)
+	require.ErrorIs(t, err, schedule.ErrClosed)
+	_, err = b.Scheduler().At(&store.Message{Topic: "orders"}, time.Now().Add(time.Second))
+	require.ErrorIs(t, err, schedule.ErrClosed)
 }
 
 // Options.Now and Options.Logger reach every piece whose own is nil.
@@ -590,7 +594,9 @@ func TestAuditBrokerCloseUnderLoad(t *testing.T) {
 				if i%2 == 0 {
 					tm, err := b.Scheduler().At(m, clk.Now())
 					if err != nil {
-						errs <- err
+						if !errors.Is(err, schedule.ErrClosed) {
+							errs <- err
+						}
 						return
 					}
 					m = tm

@@ -17,16 +17,23 @@ import (
 // handle settles it, and the low-water mark passes it; if the commit
 // fails it is put back, so the ack is not applied and its handle stays
 // live.
+//
+// The Service's own MemoryOffsets (s.commitLocked) never blocks: its
+// commits run under gt.mu, which orders them, and need no gt.commitMu.
 
 // lookup decodes a handle and finds its group@topic.
 func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 	if s.isClosed() {
 		return handle{}, nil, s.closedErr(op)
 	}
+	if h, gt, ok := s.ownHandle(str); ok {
+		return h, gt, nil // made by this Service: no decoding, no MAC to check
+	}
 	var buf [192]byte
 	var h handle
 	mac, names, err := parseHandleIn(buf[:], str, &h)
-	gt, known := s.knownGT(names)
+	gt, cached := s.knownGT(names)
+	known := cached
 	if known {
 		h.group, h.topic = gt.key.group, gt.key.topic
 	} else {
@@ -52,7 +59,9 @@ func (s *Service) lookup(op, str string) (handle, *groupTopic, error) {
 	if !known {
 		return h, nil, s.stale(op, h, fmt.Errorf("handle of %s@%s: unknown group@topic: %w", h.group, h.topic, ErrStaleHandle))
 	}
-	s.remember(gt)
+	if !cached {
+		s.remember(gt)
+	}
 	return h, gt, nil
 }
 
@@ -133,6 +142,9 @@ func (s *Service) Ack(handleStr string) error {
 		gt.mu.Unlock()
 		return nil
 	}
+	if s.commitLocked {
+		return s.commitInPlace(gt, qs, e, h, inBatch)
+	}
 	if gt.commitMu.TryLock() {
 		// No commit is running: take the turn without letting go of mu
 		// (TryLock cannot wait, so the lock order holds), as commitAck
@@ -163,7 +175,8 @@ func (s *Service) commitAck(gt *groupTopic, qs *queueState, h handle, inBatch bo
 }
 
 // commitTurnLocked is commitAck's turn: called holding gt.commitMu and
-// gt.mu, it returns having released gt.mu.
+// gt.mu (or gt.mu alone when s.commitLocked), it returns having released
+// gt.mu.
 func (s *Service) commitTurnLocked(gt *groupTopic, qs *queueState, h handle, inBatch bool) error {
 	low, current := qs.low(), gt.core.queues[qs.queue] == qs
 	if !current || (!qs.mustSave && low <= qs.committed) {
@@ -176,9 +189,7 @@ func (s *Service) commitTurnLocked(gt *groupTopic, qs *queueState, h handle, inB
 		}
 		return nil
 	}
-	gt.mu.Unlock()
-	err := s.offsets.CommitFenced(h.group, h.topic, h.queue, low, qs.epoch)
-	gt.mu.Lock()
+	err := s.commitOutside(gt, h.queue, low, qs.epoch)
 	if err == nil {
 		s.st.commits.Add(1)
 		qs.committed, qs.mustSave = max(qs.committed, low), false
@@ -192,6 +203,30 @@ func (s *Service) commitTurnLocked(gt *groupTopic, qs *queueState, h handle, inB
 		qs.hide(e, 0) // the ack is not applied: the handle stays live
 	}
 	gt.mu.Unlock()
+	return s.commitFailed(gt, qs, h, low, err)
+}
+
+// commitInPlace is commitTurnLocked for s.commitLocked, called holding
+// gt.mu straight after Ack detached e: nothing changed since, so neither
+// qs nor e needs finding again. It returns having released gt.mu.
+func (s *Service) commitInPlace(gt *groupTopic, qs *queueState, e *entry, h handle, inBatch bool) error {
+	low := qs.low()
+	err := s.offsets.CommitFenced(gt.key.group, gt.key.topic, qs.queue, low, qs.epoch)
+	if err == nil {
+		s.st.commits.Add(1)
+		qs.committed, qs.mustSave = max(qs.committed, low), false
+		s.settleAckLocked(gt, qs, e, inBatch)
+		gt.mu.Unlock()
+		return nil
+	}
+	qs.hide(e, 0) // the ack is not applied: the handle stays live
+	gt.mu.Unlock()
+	return s.commitFailed(gt, qs, h, low, err)
+}
+
+// commitFailed is the error of an ack whose commit of low failed with err
+// (its entry put back); called without gt.mu.
+func (s *Service) commitFailed(gt *groupTopic, qs *queueState, h handle, low int64, err error) error {
 	if s.isClosed() {
 		// The host is closing (the Service first, then its Offsets): the
 		// commit failed because of it, and the caller gets what every call
@@ -239,17 +274,27 @@ func (s *Service) commitQueue(gt *groupTopic, qs *queueState) {
 		gt.mu.Unlock()
 		return
 	}
-	gt.mu.Unlock()
 	g, t := gt.key.group, gt.key.topic
-	if err := s.offsets.CommitFenced(g, t, qs.queue, low, qs.epoch); err != nil {
+	if err := s.commitOutside(gt, qs.queue, low, qs.epoch); err != nil {
+		gt.mu.Unlock()
 		s.st.commitErrors.Add(1)
 		s.log.Warn("pop: commit failed", "group", g, "topic", t, "queue", qs.queue, "offset", low, "epoch", qs.epoch, "err", err)
 		return
 	}
 	s.st.commits.Add(1)
-	gt.mu.Lock()
 	qs.committed, qs.mustSave = max(qs.committed, low), false
 	gt.mu.Unlock()
+}
+
+// commitOutside commits offset of queue, called and returning with gt.mu
+// held: it lets go of gt.mu for the commit unless s.commitLocked.
+func (s *Service) commitOutside(gt *groupTopic, queue int, offset int64, epoch uint64) error {
+	if s.commitLocked {
+		return s.offsets.CommitFenced(gt.key.group, gt.key.topic, queue, offset, epoch)
+	}
+	gt.mu.Unlock()
+	defer gt.mu.Lock()
+	return s.offsets.CommitFenced(gt.key.group, gt.key.topic, queue, offset, epoch)
 }
 
 // ChangeInvisible makes the delivery of handle invisible for d from now

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -167,4 +168,144 @@ func TestAckedInOrderTheOrderListDoesNotGrowWithThePopped(t *testing.T) {
 	qs := gt.core.queues[0]
 	require.Zero(t, qs.pending())
 	require.LessOrEqual(t, cap(qs.order), 4*64, "order keeps the whole history of popped offsets")
+}
+
+// TestConcurrentAcksCommitInOrderWithMemoryOffsets is
+// TestConcurrentAcksCommitInOrder for the Service's own MemoryOffsets,
+// whose commits run under the group@topic mutex (no commitMu): a watcher
+// sees the committed offset only grow, every Ack that moved the low-water
+// mark finds it committed when it returns, and all of them end at n.
+func TestConcurrentAcksCommitInOrderWithMemoryOffsets(t *testing.T) {
+	const n = 400
+	src := newMemSource()
+	src.append("T", 0, n)
+	offs := NewMemoryOffsets()
+	s := New(src, Options{Now: newFakeClock().Now, Offsets: offs})
+	defer s.Close()
+	require.True(t, s.commitLocked)
+	var handles []string
+	for len(handles) < n {
+		r, err := s.Pop(bg, req0(MaxBatch, time.Hour))
+		require.NoError(t, err)
+		for _, d := range r.Messages {
+			handles = append(handles, d.Handle)
+		}
+	}
+	stop := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		var last int64
+		for {
+			c, _ := offs.Committed("g", "T", 0)
+			if c < last {
+				t.Errorf("committed offset went back from %d to %d", last, c)
+				return
+			}
+			last = c
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 8 {
+				if !assert.NoError(t, s.Ack(handles[i])) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	watch.Wait()
+	c, _ := offs.Committed("g", "T", 0)
+	require.EqualValues(t, n, c)
+	// In order, one at a time: each ack's own commit is visible on return.
+	src.append("T", 0, 10)
+	r, err := s.Pop(bg, req0(10, time.Hour))
+	require.NoError(t, err)
+	for i, d := range r.Messages {
+		require.NoError(t, s.Ack(d.Handle))
+		c, _ := offs.Committed("g", "T", 0)
+		require.EqualValues(t, n+i+1, c)
+	}
+}
+
+// TestMemoryOffsetsAnswerEachKeyThroughTheRecentRecord: MemoryOffsets
+// keeps the record it used last to skip hashing; interleaved keys, resets
+// and fenced commits must each still see their own record.
+func TestMemoryOffsetsAnswerEachKeyThroughTheRecentRecord(t *testing.T) {
+	o := NewMemoryOffsets()
+	require.NoError(t, o.CommitFenced("g", "T", 0, 5, 0))
+	require.NoError(t, o.CommitFenced("g", "T", 1, 7, 0))
+	require.Zero(t, o.Epoch("g", "U", 0), "a key never seen")
+	off, ok := o.Committed("g", "U", 0)
+	require.False(t, ok)
+	require.Zero(t, off)
+	require.EqualValues(t, 1, o.Reset("g", "T", 0, 2))
+	require.Zero(t, o.Epoch("g", "T", 1), "the other queue's epoch did not move")
+	require.EqualValues(t, 1, o.Epoch("g", "T", 0))
+	require.ErrorIs(t, o.CommitFenced("g", "T", 0, 9, 0), ErrStaleEpoch)
+	require.ErrorIs(t, o.CommitFenced("h", "T", 0, 9, 1), ErrStaleEpoch, "an unknown key is at epoch 0")
+	require.NoError(t, o.CommitFenced("g", "T", 1, 8, 0))
+	off, _ = o.Committed("g", "T", 0)
+	require.EqualValues(t, 2, off, "the refused commit stored nothing")
+	require.NoError(t, o.CommitFenced("g", "T", 0, 3, 1))
+	for q, want := range []int64{3, 8} {
+		off, ok := o.Committed("g", "T", q)
+		require.True(t, ok)
+		require.EqualValues(t, want, off)
+	}
+	// Epoch without the lock races with Reset only through the atomic.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 100 {
+			o.Reset("g", "T", 0, 0)
+		}
+	}()
+	var last uint64
+	for range 1000 {
+		e := o.Epoch("g", "T", 0)
+		require.GreaterOrEqual(t, e, last)
+		last = e
+	}
+	wg.Wait()
+	require.EqualValues(t, 101, o.Epoch("g", "T", 0))
+}
+
+// TestGetFindsEveryOffsetBehindAStuckHead: with a never-settled head and
+// a long run of offsets behind it (some settled, some never added), get
+// finds exactly the live ones, whether they are among the last refs it
+// looks at first or further back.
+func TestGetFindsEveryOffsetBehindAStuckHead(t *testing.T) {
+	q := newQueueState(0, 1, 0, 0)
+	live := map[int64]bool{}
+	for off := int64(0); off < 3000; off += 3 { // offsets 1, 2 mod 3 never added
+		q.add(off, 0)
+		live[off] = true
+	}
+	for off := int64(3); off < 3000; off += 9 { // settled: its ref stays until compaction
+		q.settle(q.get(off))
+		delete(live, off)
+	}
+	require.Greater(t, len(q.order)-q.head, 4*recentRefs)
+	for off := int64(-1); off <= 3001; off++ {
+		e := q.get(off)
+		if !live[off] {
+			require.Nil(t, e, "offset %d", off)
+			continue
+		}
+		require.NotNil(t, e, "offset %d", off)
+		require.Equal(t, off, e.off)
+	}
 }

@@ -102,14 +102,20 @@ func (s *signer) macFirst(h *handle, tag gtTag) [16]byte {
 
 // macLast is the last CBC step: the MAC of h after first.
 func (s *signer) macLast(h *handle, first [16]byte) [16]byte {
-	be := binary.BigEndian
 	x := macBlocks.Get().(*[16]byte)
+	out := s.macLastIn(x, h, first)
+	macBlocks.Put(x)
+	return out
+}
+
+// macLastIn is macLast encrypting in x (a pop signs all its handles in
+// one block, without a trip to macBlocks per handle).
+func (s *signer) macLastIn(x *[16]byte, h *handle, first [16]byte) [16]byte {
+	be := binary.BigEndian
 	be.PutUint64(x[:8], be.Uint64(first[:8])^(uint64(uint32(h.queue))<<32|uint64(h.gen)))
 	be.PutUint64(x[8:], be.Uint64(first[8:])^uint64(h.offset))
 	s.block.Encrypt(x[:], x[:])
-	out := *x
-	macBlocks.Put(x)
-	return out
+	return *x
 }
 
 // encode is encodeWith for a group@topic whose tag and names are not at
@@ -130,13 +136,15 @@ func handleNames(group, topic string) string {
 // encodeWith encodes and MACs h with its group@topic's tag and names.
 func (s *signer) encodeWith(h handle, tag gtTag, names string) string {
 	var out [256]byte
-	b := s.appendHandle(out[:0], h, s.macFirst(&h, tag), names)
+	x := macBlocks.Get().(*[16]byte)
+	b := s.appendHandle(out[:0], h, s.macFirst(&h, tag), names, x)
+	macBlocks.Put(x)
 	return string(b) // one allocation per handle
 }
 
 // appendHandle appends the encoded h, MACed after first (macFirst of its
-// group@topic's tag), to dst.
-func (s *signer) appendHandle(dst []byte, h handle, first [16]byte, names string) []byte {
+// group@topic's tag) in x, to dst.
+func (s *signer) appendHandle(dst []byte, h handle, first [16]byte, names string, x *[16]byte) []byte {
 	var buf [128]byte
 	b := buf[:0]
 	if n := 1 + 8 + 4*binary.MaxVarintLen64 + len(names) + handleMACLen; n > len(buf) {
@@ -149,7 +157,7 @@ func (s *signer) appendHandle(dst []byte, h handle, first [16]byte, names string
 	b = binary.AppendUvarint(b, uint64(h.offset))
 	b = binary.AppendUvarint(b, uint64(h.gen))
 	b = append(b, names...)
-	mac := s.macLast(&h, first)
+	mac := s.macLastIn(x, &h, first)
 	b = append(b, mac[:handleMACLen]...)
 	return base64.RawURLEncoding.AppendEncode(dst, b)
 }

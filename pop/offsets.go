@@ -3,6 +3,7 @@ package pop
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Offsets stores each group's committed offset per queue, fenced by an
@@ -13,7 +14,8 @@ import (
 // memory. CommitFenced runs outside the Service's mutexes (it may write
 // and fsync a file) but the commits of one group@topic are serialized
 // through it, in order, and an Ack waits for its commit: implementations
-// must not block for long.
+// must not block for long. (A *MemoryOffsets, which never blocks, is
+// committed to under the group@topic's mutex.)
 type Offsets interface {
 	// Committed returns the next offset to consume and whether one was
 	// ever committed.
@@ -31,9 +33,10 @@ type offsetKey struct {
 }
 
 type offsetRecord struct {
-	offset    int64
+	key       offsetKey
+	offset    int64 // offset and committed: guarded by MemoryOffsets.mu
 	committed bool
-	epoch     uint64
+	epoch     atomic.Uint64 // written under MemoryOffsets.mu, read without it
 }
 
 // MemoryOffsets is an in-memory Offsets, the default of a Service. It is
@@ -41,7 +44,10 @@ type offsetRecord struct {
 // it, which makes it handy in tests.
 type MemoryOffsets struct {
 	mu sync.Mutex
-	m  map[offsetKey]*offsetRecord // a pointer: a commit hashes its key once
+	m  map[offsetKey]*offsetRecord
+	// last is the record used last: the acks of one queue find it
+	// without hashing their key, and Epoch reads it without mu.
+	last atomic.Pointer[offsetRecord]
 }
 
 // NewMemoryOffsets returns an empty MemoryOffsets.
@@ -51,8 +57,20 @@ func NewMemoryOffsets() *MemoryOffsets {
 
 var noRecord offsetRecord
 
+// lookup returns k's record or nil, through last; callers hold mu.
+func (o *MemoryOffsets) lookup(k offsetKey) *offsetRecord {
+	if r := o.last.Load(); r != nil && r.key == k {
+		return r
+	}
+	r := o.m[k]
+	if r != nil {
+		o.last.Store(r)
+	}
+	return r
+}
+
 func (o *MemoryOffsets) get(k offsetKey) *offsetRecord {
-	if r := o.m[k]; r != nil {
+	if r := o.lookup(k); r != nil {
 		return r
 	}
 	return &noRecord
@@ -60,9 +78,9 @@ func (o *MemoryOffsets) get(k offsetKey) *offsetRecord {
 
 // record returns k's record, creating it.
 func (o *MemoryOffsets) record(k offsetKey) *offsetRecord {
-	r := o.m[k]
+	r := o.lookup(k)
 	if r == nil {
-		r = new(offsetRecord)
+		r = &offsetRecord{key: k}
 		o.m[k] = r
 	}
 	return r
@@ -78,9 +96,13 @@ func (o *MemoryOffsets) Committed(group, topic string, queueID int) (int64, bool
 
 // Epoch implements Offsets.
 func (o *MemoryOffsets) Epoch(group, topic string, queueID int) uint64 {
+	k := offsetKey{group, topic, queueID}
+	if r := o.last.Load(); r != nil && r.key == k {
+		return r.epoch.Load() // the common case: no lock, no hashing
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.get(offsetKey{group, topic, queueID}).epoch
+	return o.get(k).epoch.Load()
 }
 
 // CommitFenced implements Offsets: it refuses (ErrStaleEpoch) a commit
@@ -89,7 +111,7 @@ func (o *MemoryOffsets) CommitFenced(group, topic string, queueID int, offset in
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	k := offsetKey{group, topic, queueID}
-	r := o.m[k]
+	r := o.lookup(k)
 	if r == nil {
 		if epoch != 0 {
 			return fmt.Errorf("commit %s@%s/%d offset %d epoch %d (current 0): %w",
@@ -97,9 +119,9 @@ func (o *MemoryOffsets) CommitFenced(group, topic string, queueID int, offset in
 		}
 		r = o.record(k)
 	}
-	if r.epoch != epoch {
+	if cur := r.epoch.Load(); cur != epoch {
 		return fmt.Errorf("commit %s@%s/%d offset %d epoch %d (current %d): %w",
-			group, topic, queueID, offset, epoch, r.epoch, ErrStaleEpoch)
+			group, topic, queueID, offset, epoch, cur, ErrStaleEpoch)
 	}
 	r.offset, r.committed = offset, true
 	return nil
@@ -112,6 +134,5 @@ func (o *MemoryOffsets) Reset(group, topic string, queueID int, offset int64) ui
 	defer o.mu.Unlock()
 	r := o.record(offsetKey{group, topic, queueID})
 	r.offset, r.committed = offset, true
-	r.epoch++
-	return r.epoch
+	return r.epoch.Add(1)
 }

@@ -118,12 +118,20 @@ func (q *queueState) pending() int { return q.nLive }
 // flight a map of them cost a cache miss per pop and per ack.
 func (q *queueState) get(off int64) *entry {
 	o := q.order[q.head:]
+	if n := len(o); n > recentRefs && o[n-recentRefs].off <= off {
+		// Mostly the offsets of the last pops are acked: their refs are at
+		// the end, in a few cache lines, whatever the backlog before them.
+		o = o[n-recentRefs:]
+	}
 	i, ok := slices.BinarySearchFunc(o, off, func(r orderRef, off int64) int { return cmpInt(r.off, off) })
 	if !ok {
 		return nil
 	}
 	return q.liveAt(o[i])
 }
+
+// recentRefs is how many refs at the end of order get looks at first.
+const recentRefs = 2 * MaxBatch
 
 // liveOffsets lists the offsets that have an entry, increasing.
 func (q *queueState) liveOffsets() []int64 {

@@ -129,12 +129,19 @@ type Service struct {
 	signer  *signer
 	nonce   uint64
 	coreCfg coreConfig
+	// commitLocked: offsets is a *MemoryOffsets, whose commits are short
+	// in-memory steps made under gt.mu (ack.go).
+	commitLocked bool
 
 	gts      *xsync.MapOf[gtKey, *groupTopic]
 	recent   [64]atomic.Pointer[groupTopic] // the group@topics of recent acks, by hash of their names
 	seed     maphash.Seed
 	topicsMu sync.RWMutex
 	topics   map[string][]*groupTopic
+
+	// issued are the handle batches of the last pops (issued.go).
+	issued     [issuedRing]atomic.Pointer[issuedBatch]
+	issuedNext atomic.Uint32
 
 	waiters atomic.Int64
 	closed  atomic.Bool
@@ -185,6 +192,7 @@ func New(src Source, opts Options) *Service {
 		topics:  make(map[string][]*groupTopic),
 		done:    make(chan struct{}),
 	}
+	_, s.commitLocked = opts.Offsets.(*MemoryOffsets)
 	if d, ok := src.(doner); ok {
 		s.srcDone = d
 	}
@@ -325,15 +333,22 @@ func (s *Service) deliveries(gt *groupTopic, picks []pick) []Delivery {
 	ends := make([]int, 0, MaxBatch)
 	var first [16]byte // the MAC's first step, the same for all of one queue state's handles
 	var firstOf *queueState
+	x := macBlocks.Get().(*[16]byte)
+	defer macBlocks.Put(x)
+	ib := &issuedBatch{gt: gt}
 	for _, p := range picks {
 		h := handle{nonce: s.nonce, inc: p.qs.inc, queue: p.qs.queue, offset: p.off, gen: p.gen}
 		if p.qs != firstOf {
 			first, firstOf = s.signer.macFirst(&h, gt.tag), p.qs
 		}
-		b = s.signer.appendHandle(b, h, first, gt.names)
+		b = s.signer.appendHandle(b, h, first, gt.names, x)
 		ends = append(ends, len(b))
+		ib.add(&h, len(b))
 	}
 	all := string(b)
+	if ib.all = all; ib.n == len(picks) {
+		s.publish(ib)
+	}
 	start := 0
 	for i, p := range picks {
 		out[i] = Delivery{Message: p.msg, Attempts: int(p.att), Handle: all[start:ends[i]]}

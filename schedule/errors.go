@@ -24,7 +24,7 @@ var ErrCancelled = errors.New("schedule: timer already cancelled")
 // one delivered more than KeepDelivered ago, or removed by retention).
 var ErrTimerNotFound = errors.New("schedule: no timer with this key")
 
-// ErrClosed is Start's and Cancel's answer after Close, or once the Log has
+// ErrClosed is the answer of Start, Cancel, Delay and At after Close, or once the Log has
 // been closed, for a Log with a Done() <-chan struct{} channel (as
 // *store.Store has): a scheduler started over a closed log would run loops
 // nobody stops.

@@ -33,10 +33,14 @@ const (
 // A level above the highest is clamped to the highest; a level below 1 is
 // ErrInvalid. m is not modified (the copy has its own Keys, Body and
 // Properties) and the assigned fields of the copy are zero. If m has no
-// UNIQ_KEY property, the copy gets a fresh one.
+// UNIQ_KEY property, the copy gets a fresh one. After Close (or once the
+// Log has closed) Delay answers ErrClosed.
 func (s *Scheduler) Delay(m *store.Message, level int) (*store.Message, error) {
 	if m == nil {
 		return nil, fmt.Errorf("delay: nil message: %w", ErrInvalid)
+	}
+	if err := s.closedErr(); err != nil {
+		return nil, fmt.Errorf("delay: %w", err)
 	}
 	if level < 1 {
 		s.log.Debug("schedule: delay rejected", "topic", m.Topic, "queue", m.QueueID, "level", level, "reason", "level below 1")

@@ -38,10 +38,14 @@ func (a timerKey) less(b timerKey) bool {
 // reached t the scheduler appends m to its real topic. A time in the past is
 // delivered at once; one later than Now + Options.MaxTimerDelay is
 // ErrInvalid. If m has no UNIQ_KEY the copy gets one: it is what Cancel
-// takes. m is not modified.
+// takes. m is not modified. After Close (or once the Log has closed) At
+// answers ErrClosed.
 func (s *Scheduler) At(m *store.Message, t time.Time) (*store.Message, error) {
 	if m == nil {
 		return nil, fmt.Errorf("at: nil message: %w", ErrInvalid)
+	}
+	if err := s.closedErr(); err != nil {
+		return nil, fmt.Errorf("at: %w", err)
 	}
 	reject := func(reason string) (*store.Message, error) {
 		s.log.Debug("schedule: timer rejected", "topic", m.Topic, "queue", m.QueueID, "at", t, "reason", reason)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -43,6 +44,27 @@ func FuzzDecodeRecord(f *testing.F) {
 		again := appendRecord(nil, m, end)
 		require.Equal(t, data, again)
 	})
+}
+
+// TestDecoderVarintsAgreeWithEncodingBinary: the decoder's one-byte fast
+// path reads every value as encoding/binary writes it, one byte or more,
+// and leaves exactly the rest.
+func TestDecoderVarintsAgreeWithEncodingBinary(t *testing.T) {
+	for _, v := range []int64{0, 1, -1, 63, -64, 64, -65, 127, 128, -1 << 40, 1<<62 + 5} {
+		d := decoder{buf: append(binary.AppendVarint(nil, v), 0xAA)}
+		require.Equal(t, v, d.varint(), "varint %d", v)
+		require.NoError(t, d.err)
+		require.Equal(t, []byte{0xAA}, d.buf)
+	}
+	for _, v := range []uint64{0, 1, 127, 128, 255, 300, 1 << 63} {
+		d := decoder{buf: append(binary.AppendUvarint(nil, v), 0xAA)}
+		require.Equal(t, v, d.uvarint(), "uvarint %d", v)
+		require.NoError(t, d.err)
+		require.Equal(t, []byte{0xAA}, d.buf)
+	}
+	d := decoder{buf: []byte{0x80}} // a continuation byte and nothing after it
+	d.uvarint()
+	require.Error(t, d.err)
 }
 
 // FuzzDecodeCheckpoint: a checkpoint file of any content decodes or is

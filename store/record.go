@@ -172,6 +172,11 @@ func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
+	if len(d.buf) > 0 && d.buf[0] < 0x80 { // most fields take one byte
+		v := uint64(d.buf[0])
+		d.buf = d.buf[1:]
+		return v
+	}
 	v, n := binary.Uvarint(d.buf)
 	if n <= 0 {
 		d.err = fmt.Errorf("bad uvarint")
@@ -184,6 +189,11 @@ func (d *decoder) uvarint() uint64 {
 func (d *decoder) varint() int64 {
 	if d.err != nil {
 		return 0
+	}
+	if len(d.buf) > 0 && d.buf[0] < 0x80 {
+		u := int64(d.buf[0])
+		d.buf = d.buf[1:]
+		return u>>1 ^ -(u & 1) // zig-zag, as binary.Varint
 	}
 	v, n := binary.Varint(d.buf)
 	if n <= 0 {

@@ -41,19 +41,44 @@ func BenchmarkSyncSend16(b *testing.B) {
 		})
 	}
 	b.Run("flush=async,broker=child", func(b *testing.B) {
-		ns := freeAddr(b)
-		c := startChild(b, "broker", "E2E_DIR="+b.TempDir(), "E2E_NS="+ns, "E2E_BR="+freeAddr(b), "E2E_FLUSH=async",
-			"E2E_CPUPROFILE="+os.Getenv("E2E_BROKER_CPUPROFILE"))
-		pid := c.cmd.Process.Pid
-		r0, w0 := procSyscalls(pid)
-		benchSyncSend(b, ns, func() (time.Duration, bool) { return procCPU(pid) })
-		if r1, w1 := procSyscalls(pid); r1 > 0 && b.N >= 1000 {
-			b.ReportMetric(float64(r1-r0)/float64(b.N), "broker-reads/msg")
-			b.ReportMetric(float64(w1-w0)/float64(b.N), "broker-writes/msg")
-		}
-		c.stop(b)
+		benchChildSend(b, "broker", "E2E_DIR="+b.TempDir(), "E2E_FLUSH=async")
 	})
 }
+
+// BenchmarkSyncSend16Null is BenchmarkSyncSend16's workload against the
+// null broker (nullBroker: the real name server and remoting server, every
+// send answered SUCCESS at once, nothing stored): the floor the official
+// client and this machine leave, whatever a broker does. Compare it with
+// BenchmarkSyncSend16/flush=async in the same run. broker=child runs the
+// null broker in a child process (client CPU in its own process).
+func BenchmarkSyncSend16Null(b *testing.B) {
+	b.Run("inproc", func(b *testing.B) {
+		benchSyncSend(b, startNullT(b).NameSrv, nil)
+	})
+	b.Run("broker=child", func(b *testing.B) { benchChildSend(b, "nullbroker") })
+}
+
+// benchChildSend runs the 16 senders against a broker of the given child
+// kind, reporting its CPU and its read and write system calls per message.
+func benchChildSend(b *testing.B, kind string, env ...string) {
+	ns := freeAddr(b)
+	env = append(env, "E2E_NS="+ns, "E2E_BR="+freeAddr(b), "E2E_CPUPROFILE="+os.Getenv("E2E_BROKER_CPUPROFILE"))
+	c := startChild(b, kind, env...)
+	pid := c.cmd.Process.Pid
+	r0, w0 := procSyscalls(pid)
+	benchSyncSend(b, ns, func() (time.Duration, bool) { return procCPU(pid) })
+	if r1, w1 := procSyscalls(pid); r1 > 0 && b.N >= 1000 {
+		b.ReportMetric(float64(r1-r0)/float64(b.N), "broker-reads/msg")
+		b.ReportMetric(float64(w1-w0)/float64(b.N), "broker-writes/msg")
+	}
+	c.stop(b)
+}
+
+func newBenchMessage() *primitive.Message {
+	return primitive.NewMessage("bench-send", benchBody)
+}
+
+var benchBody = make([]byte, 1024)
 
 // benchSyncSend runs the 16 senders against the name server ns; brokerCPU,
 // when not nil, reads the CPU time of a broker in another process.

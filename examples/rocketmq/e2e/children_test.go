@@ -34,9 +34,10 @@ func childOrderly() int {
 		fmt.Println("error", err)
 		return 1
 	}
-	fmt.Println("ready")
+	// SIGTERM is caught before "ready" tells the parent it may send it.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	fmt.Println("ready")
 	<-ctx.Done()
 	if err := c.Shutdown(); err != nil {
 		fmt.Println("error", err)
@@ -65,9 +66,10 @@ func childBroker() int {
 		fmt.Println("error", err)
 		return 1
 	}
-	fmt.Println("ready")
+	// SIGTERM is caught before "ready" tells the parent it may send it.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	fmt.Println("ready")
 	<-ctx.Done()
 	if err := s.Close(); err != nil {
 		fmt.Println("error", err)

@@ -14,6 +14,8 @@ func TestMain(m *testing.M) {
 		os.Exit(childOrderly())
 	case "broker":
 		os.Exit(childBroker())
+	case "nullbroker":
+		os.Exit(childNullBroker())
 	}
 	rmqtest.Main(m)
 }

@@ -19,6 +19,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChildBroker())
 	}
+	if kind := os.Getenv(benchChildEnv); kind != "" {
+		os.Exit(runBenchChild(kind))
+	}
 	dir, err := os.MkdirTemp("", "grpcapi-client-logs")
 	if err != nil {
 		panic(err)

@@ -83,17 +83,24 @@ func New(b Broker, opts Options) (*Server, error) {
 		done:          make(chan struct{}),
 		attemptPrefix: "srv-" + randomHex(8) + "-",
 	}
-	s.gs = grpc.NewServer(
-		grpc.MaxRecvMsgSize(opts.MaxBodySize+(1<<20)),
-		// Bounds the HTTP/2 preface of a connection: Stop waits for
-		// connections still in it.
-		grpc.ConnectionTimeout(opts.HandshakeTimeout),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
-	v2.RegisterMessagingServiceServer(s.gs, s)
+	s.gs = s.grpcServer(s)
 	s.wg.Add(1)
 	go s.sweepLoop()
 	return s, nil
+}
+
+// grpcServer is the gRPC server that serves impl (s itself) with the
+// server's options.
+func (s *Server) grpcServer(impl v2.MessagingServiceServer) *grpc.Server {
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(s.opts.MaxBodySize+(1<<20)),
+		// Bounds the HTTP/2 preface of a connection: Stop waits for
+		// connections still in it.
+		grpc.ConnectionTimeout(s.opts.HandshakeTimeout),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	v2.RegisterMessagingServiceServer(gs, impl)
+	return gs
 }
 
 // Listen listens on addr ("127.0.0.1:8081") and serves it in the

@@ -147,12 +147,37 @@ func (b *Broker) Serve(ctx context.Context, c *Conn, req *Command) *Command {
 			"err", "request code not supported")
 		return NewResponse(req, RequestCodeNotSupported, "request code "+itoa(int(req.Code))+" not supported")
 	}
+	b.logRejection(c, req, resp)
+	return resp
+}
+
+// logRejection logs and counts an error answer.
+func (b *Broker) logRejection(c *Conn, req, resp *Command) {
 	if resp != nil && resp.Code != Success && isRejection(req.Code, resp.Code) {
 		b.stats.rejected.Add(1)
 		b.log.Info("rejected request", "code", req.Code, "response", resp.Code, "client", c.RemoteAddr().String(),
 			"channel", c.ID(), "group", groupOf(req), "topic", topicOf(req), "err", resp.Remark)
 	}
-	return resp
+}
+
+// Batch implements BatchHandler: under AsyncFlush the sends of one read
+// burst are appended together (ServeBatch).
+func (b *Broker) Batch(req *Command) bool {
+	switch req.Code {
+	case CodeSendMessage, CodeSendMessageV2, CodeSendBatchMessage:
+		return b.opts.AsyncFlush
+	}
+	return false
+}
+
+// ServeBatch implements BatchHandler: the sends of one read burst, in one
+// store append.
+func (b *Broker) ServeBatch(_ context.Context, c *Conn, reqs []*Command) []*Command {
+	resps := b.sendBatch(reqs)
+	for i, req := range reqs {
+		b.logRejection(c, req, resps[i])
+	}
+	return resps
 }
 
 // Inline implements InlineHandler: sends under AsyncFlush and the offset

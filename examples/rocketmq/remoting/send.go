@@ -47,9 +47,28 @@ func parseSend(req *Command) (sendHeader, error) {
 // SEND_BATCH_MESSAGE: one atomic append, delayed and timed messages through
 // the scheduler.
 func (b *Broker) send(_ *Conn, req *Command) *Command {
-	reject := func(code int16, err error) *Command {
+	p := b.prepareSend(req)
+	if p.resp != nil {
+		return p.resp
+	}
+	return b.appendSend(&p)
+}
+
+// preparedSend is a send checked and turned into store messages, ready to
+// append: or resp, its error answer.
+type preparedSend struct {
+	req   *Command
+	queue int
+	msgs  []*store.Message
+	resp  *Command
+}
+
+// prepareSend checks a send and builds its messages (delayed and timed ones
+// rewritten for the scheduler); nothing is stored.
+func (b *Broker) prepareSend(req *Command) preparedSend {
+	reject := func(code int16, err error) preparedSend {
 		b.stats.sendRejected.Add(1)
-		return NewResponse(req, code, err.Error())
+		return preparedSend{req: req, resp: NewResponse(req, code, err.Error())}
 	}
 	h, err := parseSend(req)
 	if err != nil {
@@ -69,22 +88,71 @@ func (b *Broker) send(_ *Conn, req *Command) *Command {
 	if err := b.schedule(msgs); err != nil {
 		return reject(MessageIllegal, err)
 	}
-	if err := b.st.Append(msgs...); err != nil {
-		return reject(storeCode(err), fmt.Errorf("append: %w", err))
+	return preparedSend{req: req, queue: h.queue, msgs: msgs}
+}
+
+// appendSend appends a prepared send on its own and answers it.
+func (b *Broker) appendSend(p *preparedSend) *Command {
+	if err := b.st.Append(p.msgs...); err != nil {
+		b.stats.sendRejected.Add(1)
+		return NewResponse(p.req, storeCode(err), fmt.Errorf("append: %w", err).Error())
 	}
+	return b.sendAnswer(p)
+}
+
+// sendAnswer is the answer to a prepared send once its messages are
+// stored.
+func (b *Broker) sendAnswer(p *preparedSend) *Command {
+	msgs := p.msgs
 	b.stats.sent.Add(uint64(len(msgs)))
-	ids := make([]byte, 0, 33*len(msgs))
+	var one [64]byte // a single send's id needs no buffer of its own
+	ids := one[:0]
+	if len(msgs) > 1 {
+		ids = make([]byte, 0, 33*len(msgs))
+	}
 	for i, m := range msgs {
 		if i > 0 {
 			ids = append(ids, ',')
 		}
 		ids = appendOffsetMsgID(ids, b.storeHost, m.LogOffset)
 	}
-	resp := NewResponse(req, Success, "")
+	resp := NewResponse(p.req, Success, "")
 	resp.ExtFields["msgId"] = string(ids)
-	resp.ExtFields["queueId"] = itoa(h.queue)
+	resp.ExtFields["queueId"] = itoa(p.queue)
 	resp.ExtFields["queueOffset"] = i64(msgs[0].QueueOffset)
 	return resp
+}
+
+// sendBatch serves the sends of one read burst (see BatchHandler): each is
+// checked on its own, the valid ones are appended together in one store
+// append (one log write), and each gets the answer it would have got
+// alone. When that append fails (a store failure, or one message the store
+// refuses) the sends are appended one by one, so one bad send decides
+// nothing for the others.
+func (b *Broker) sendBatch(reqs []*Command) []*Command {
+	ps := make([]preparedSend, len(reqs))
+	n := 0
+	for i, req := range reqs {
+		ps[i] = b.prepareSend(req)
+		n += len(ps[i].msgs)
+	}
+	all := make([]*store.Message, 0, n)
+	for i := range ps {
+		all = append(all, ps[i].msgs...)
+	}
+	together := len(all) > 0 && b.st.Append(all...) == nil
+	resps := make([]*Command, len(reqs))
+	for i := range ps {
+		switch p := &ps[i]; {
+		case p.resp != nil:
+			resps[i] = p.resp
+		case together:
+			resps[i] = b.sendAnswer(p)
+		default:
+			resps[i] = b.appendSend(p)
+		}
+	}
+	return resps
 }
 
 // messagesOf builds the store messages of a send.

@@ -35,6 +35,26 @@ type InlineHandler interface {
 	Inline(req *Command) bool
 }
 
+// BatchHandler is an optional capability of an InlineHandler: the inline
+// requests it accepts (Batch reports true) are gathered while the
+// connection has more input already read, and served together by
+// ServeBatch when the read loop has no whole frame left (before it waits
+// for more input), before any other request of the connection, and after
+// at most MaxBatchRequests of them — so the sends of one burst can go to
+// the store in one append. ServeBatch returns one answer per request, in
+// order (nil for none). A batch of one is served by Serve.
+type BatchHandler interface {
+	InlineHandler
+	Batch(req *Command) bool
+	ServeBatch(ctx context.Context, c *Conn, reqs []*Command) []*Command
+}
+
+// Bounds of one ServeBatch: requests and body bytes.
+const (
+	MaxBatchRequests  = 64
+	maxBatchBodyBytes = 4 << 20
+)
+
 // ConnObserver is an optional capability of a Handler: it is told when a
 // connection opens and after it closed (after every Serve of it returned).
 type ConnObserver interface {
@@ -190,6 +210,11 @@ type Conn struct {
 	wg     sync.WaitGroup // Serve calls in flight
 	once   sync.Once
 
+	// batch (read loop only): requests of a BatchHandler read but not yet
+	// served, and their body bytes.
+	batch      []*Command
+	batchBytes int
+
 	// The answers go out through bw, under wmu: the write loop's and those
 	// the read loop serves inline. broken: a write failed, later answers
 	// are dropped. unflushed (read loop only): inline answers wait in bw.
@@ -268,6 +293,7 @@ func (c *Conn) run() {
 	// The answers to the last requests read go out before the close, unless
 	// the peer is not reading them.
 	_ = c.nc.SetWriteDeadline(time.Now().Add(finalFlushTimeout))
+	c.serveBatch()
 	c.flushInline()
 	c.cancel()
 	c.nc.Close()
@@ -283,10 +309,12 @@ func (c *Conn) run() {
 }
 
 // flushReader is the read loop's source: before it waits for more input
-// it writes out the inline answers to what was read so far.
+// it serves the gathered batch and writes out the inline answers to what
+// was read so far.
 type flushReader struct{ c *Conn }
 
 func (f flushReader) Read(p []byte) (int, error) {
+	f.c.serveBatch()
 	f.c.flushInline()
 	return f.c.nc.Read(p)
 }
@@ -295,6 +323,7 @@ func (c *Conn) readLoop() string {
 	s := c.srv
 	r := bufio.NewReaderSize(flushReader{c}, 64<<10)
 	inl, _ := s.h.(InlineHandler)
+	bh, _ := s.h.(BatchHandler)
 	for {
 		frame, err := ReadFrame(r, s.opts.MaxFrame)
 		if err != nil {
@@ -330,6 +359,14 @@ func (c *Conn) readLoop() string {
 			continue // answers to our oneway notifications: none expected
 		}
 		s.requests.Add(1)
+		if bh != nil && bh.Batch(cmd) {
+			c.batch = append(c.batch, cmd)
+			if c.batchBytes += len(cmd.Body); len(c.batch) >= MaxBatchRequests || c.batchBytes >= maxBatchBodyBytes {
+				c.serveBatch()
+			}
+			continue
+		}
+		c.serveBatch() // what was read before goes first
 		if inl != nil && inl.Inline(cmd) {
 			c.serveInline(cmd)
 			continue
@@ -399,6 +436,33 @@ func (c *Conn) serveInline(req *Command) {
 	c.write(resp)
 	c.wmu.Unlock()
 	c.unflushed = true
+}
+
+// serveBatch serves the gathered batch on the read loop; its answers wait
+// in bw as inline answers do.
+func (c *Conn) serveBatch() {
+	reqs := c.batch
+	if len(reqs) == 0 {
+		return
+	}
+	c.batch, c.batchBytes = reqs[:0], 0
+	if len(reqs) == 1 {
+		c.serveInline(reqs[0])
+		reqs[0] = nil
+		return
+	}
+	resps := c.srv.h.(BatchHandler).ServeBatch(c.ctx, c, reqs)
+	c.wmu.Lock()
+	for i, req := range reqs {
+		if i < len(resps) && resps[i] != nil && !req.IsOneway() {
+			answer(req, resps[i])
+			c.srv.responses.Add(1)
+			c.write(resps[i])
+			c.unflushed = true
+		}
+		reqs[i] = nil
+	}
+	c.wmu.Unlock()
 }
 
 // flushInline writes out the inline answers waiting in bw; read loop only.

@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
+)
+
+// nullBroker is the floor of the send benchmarks: the broker side of a
+// broker that does no broker work. Every send is answered SUCCESS at once,
+// on its connection's read loop (InlineHandler, as the real broker serves
+// sends under -flush async), with the fields the client reads (msgId,
+// queueId, queueOffset); nothing is parsed beyond the queue id, nothing is
+// stored. Heartbeats are answered SUCCESS; anything else is not supported.
+// The frame reading, decoding and answer writing are the real remoting
+// server's, and routes come from the real name server: the client starts
+// and sends exactly as against the real broker.
+type nullBroker struct{ sent atomic.Int64 }
+
+// nullMsgID stands for the offset message id the real broker answers (32
+// hex digits: store host and log offset).
+const nullMsgID = "7F00000100002A9F0000000000000000"
+
+func (h *nullBroker) Serve(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+	switch req.Code {
+	case remoting.CodeSendMessage, remoting.CodeSendMessageV2, remoting.CodeSendBatchMessage:
+		q := req.ExtFields["queueId"]
+		if q == "" {
+			q = req.ExtFields["e"] // SEND_MESSAGE_V2's one-letter name
+		}
+		resp := remoting.NewResponse(req, remoting.Success, "")
+		resp.ExtFields["msgId"] = nullMsgID
+		resp.ExtFields["queueId"] = q
+		resp.ExtFields["queueOffset"] = strconv.FormatInt(h.sent.Add(1), 10)
+		return resp
+	case remoting.CodeHeartbeat, remoting.CodeUnregisterClient:
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
+	return remoting.NewResponse(req, remoting.RequestCodeNotSupported, "null broker: request code not supported")
+}
+
+// Inline implements remoting.InlineHandler: everything answers at once.
+func (h *nullBroker) Inline(*remoting.Command) bool { return true }
+
+// nullServer is the real name server (a memory-only topic table with the
+// default 4 queues, auto-create on) and the null broker on loopback.
+type nullServer struct {
+	NameSrv, Broker string
+	h               *nullBroker
+	ns, br          *remoting.Server
+	wg              sync.WaitGroup
+}
+
+// startNull listens on nsAddr and brAddr ("127.0.0.1:0" for free ports).
+func startNull(nsAddr, brAddr string) (*nullServer, error) {
+	bl, err := net.Listen("tcp", brAddr)
+	if err != nil {
+		return nil, err
+	}
+	nl, err := net.Listen("tcp", nsAddr)
+	if err != nil {
+		bl.Close()
+		return nil, err
+	}
+	topics, err := remoting.OpenTopics("", 4)
+	if err != nil {
+		bl.Close()
+		nl.Close()
+		return nil, err
+	}
+	s := &nullServer{NameSrv: nl.Addr().String(), Broker: bl.Addr().String(), h: &nullBroker{}}
+	s.ns = remoting.NewServer(remoting.NewNameServer(topics, remoting.NameServerOptions{BrokerAddr: s.Broker}),
+		remoting.ServerOptions{Name: "namesrv"})
+	s.br = remoting.NewServer(s.h, remoting.ServerOptions{Name: "broker"})
+	for _, p := range []struct {
+		rs *remoting.Server
+		l  net.Listener
+	}{{s.ns, nl}, {s.br, bl}} {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := p.rs.Serve(p.l); err != nil && !errors.Is(err, remoting.ErrServerClosed) {
+				fmt.Fprintln(os.Stderr, "null broker: serve:", err)
+			}
+		}()
+	}
+	return s, nil
+}
+
+// Close stops both servers and waits for them.
+func (s *nullServer) Close() {
+	s.ns.Close()
+	s.br.Close()
+	s.wg.Wait()
+}
+
+func startNullT(t testing.TB) *nullServer {
+	t.Helper()
+	s, err := startNull("127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// childNullBroker runs the null broker on E2E_NS / E2E_BR until SIGTERM
+// (E2E_CPUPROFILE as childBroker).
+func childNullBroker() int {
+	if path := os.Getenv("E2E_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	s, err := startNull(os.Getenv("E2E_NS"), os.Getenv("E2E_BR"))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	// SIGTERM is caught before "ready" tells the parent it may send it.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	fmt.Println("ready")
+	<-ctx.Done()
+	s.Close()
+	return 0
+}
