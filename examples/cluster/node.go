@@ -200,7 +200,11 @@ func (n *Node) openRaft() (err error) {
 	if cfg.wrapFSM != nil {
 		fsm = cfg.wrapFSM(fsm)
 	}
-	r, err := raft.NewRaft(rc, fsm, logs, n.votes, snaps, trans)
+	var raftLogs raft.LogStore = logs
+	if deferSync {
+		raftLogs = syncedReads{LogStore: logs, ls: ls}
+	}
+	r, err := raft.NewRaft(rc, fsm, raftLogs, n.votes, snaps, trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}

@@ -68,6 +68,7 @@ type logStore struct {
 	// Deferred syncs (raftlog_defer.go).
 	deferCond atomic.Pointer[func() bool]
 	unsynced  *segment      // written by a deferred StoreLogs, not synced yet (under wmu)
+	pending   atomic.Bool   // unsynced != nil, read without wmu (syncedReads)
 	syncMu    sync.Mutex    // one fdatasync-and-mark at a time; taken after wmu
 	durable   atomic.Uint64 // entries up to it are on disk; changed under mu
 	durCond   *sync.Cond    // on mu: durable moved, or the log failed or closed
@@ -361,14 +362,21 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		return err
 	}
 	deferred := !created && s.deferring()
-	if !deferred {
-		s.syncMu.Lock()
+	// At most one batch is ever written and not yet synced, so a power
+	// loss tears at most the last batch, which Open cuts: with two, it
+	// could keep the later one and damage the earlier, which Open must
+	// refuse as corruption. So a batch waits for the sync in flight (and
+	// syncs a deferred batch the syncer has not reached) before it is
+	// written.
+	s.syncMu.Lock()
+	if err := s.syncUnsynced(); err != nil {
+		s.syncMu.Unlock()
+		return err
+	}
+	if deferred {
+		s.syncMu.Unlock()
+	} else {
 		defer s.syncMu.Unlock()
-		if s.unsynced != seg {
-			if err := s.syncUnsynced(); err != nil {
-				return err
-			}
-		}
 	}
 	locs := make([]entryLoc, len(logs))
 	b := s.buf[:0]
@@ -415,11 +423,11 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	seg.size += int64(len(b))
 	s.mu.Unlock()
 	if !deferred {
-		s.unsynced = nil
+		s.setUnsynced(nil)
 		s.markDurable(logs[len(logs)-1].Index)
 		return nil
 	}
-	s.unsynced = seg
+	s.setUnsynced(seg)
 	select {
 	case s.kick <- struct{}{}:
 	default:

@@ -14,8 +14,10 @@ import (
 // pays the leader's fdatasync and then a follower's one, in series, and
 // commits wait behind the leader's next sync. While deferSync says so (the
 // node leads), the segment log's StoreLogs writes the batch and returns;
-// a syncer goroutine fdatasyncs behind it, joining what was written
-// meanwhile into one sync. Raft then counts the leader's copy towards the
+// a syncer goroutine fdatasyncs behind it, while raft replicates the
+// batch. The next batch is written only once that sync is through, so at
+// most one batch is ever unsynced and a power loss tears at most the last
+// one (raftlog_power_test.go). Raft then counts the leader's copy towards the
 // majority before it is on the leader's disk, so nothing may treat raft's
 // commit index as "on a majority's disks" until the leader's log is
 // durable up to it. Two things enforce that:
@@ -61,9 +63,9 @@ func (s *logStore) syncLoop() {
 	}
 }
 
-// syncDeferred fdatasyncs what deferred StoreLogs wrote and marks it
-// durable. Writes go on meanwhile (they hold wmu only to copy the batch
-// into the file); syncMu keeps other syncs and deletions out.
+// syncDeferred fdatasyncs what a deferred StoreLogs wrote and marks it
+// durable. It holds syncMu, which keeps the next write (StoreLogs waits
+// for it), other syncs and deletions out.
 func (s *logStore) syncDeferred() {
 	s.wmu.Lock()
 	seg, target := s.unsynced, s.lastLocked()
@@ -71,7 +73,7 @@ func (s *logStore) syncDeferred() {
 		s.wmu.Unlock()
 		return
 	}
-	s.unsynced = nil
+	s.unsynced = nil // pending stays set: it clears only under syncMu and wmu
 	s.syncMu.Lock()
 	s.wmu.Unlock()
 	defer s.syncMu.Unlock()
@@ -90,15 +92,64 @@ func (s *logStore) syncDeferred() {
 func (s *logStore) syncUnsynced() error {
 	seg := s.unsynced
 	if seg == nil {
+		s.pending.Store(false) // and no sync is in flight: we hold syncMu
 		return nil
 	}
 	if err := datasync(seg.f); err != nil {
 		return s.fail("fsync", err)
 	}
-	s.unsynced = nil
+	s.setUnsynced(nil)
 	s.markDurable(s.lastLocked())
 	return nil
 }
+
+// setUnsynced records the segment a deferred write left unsynced (nil:
+// none); under wmu, and under syncMu for nil, when everything written is
+// on disk.
+func (s *logStore) setUnsynced(seg *segment) {
+	s.unsynced = seg
+	s.pending.Store(seg != nil)
+}
+
+// syncPending makes everything written durable now, waiting for a sync in
+// flight. pending (set by every deferred write, cleared only when nothing
+// is unsynced and no sync is in flight) makes it free when there is
+// nothing to do.
+func (s *logStore) syncPending() error {
+	if !s.pending.Load() {
+		return nil
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	return s.syncUnsynced()
+}
+
+// syncedReads is the log raft is given when the leader's syncs are
+// deferred. hashicorp/raft's follower answers an AppendEntries whose
+// entries it already holds without storing them again: it only reads
+// them (GetLog, raft.go's appendEntries) to compare their terms, and its
+// success then counts them on this node's disk. A node that has just
+// stopped leading may hold such entries unsynced. So while the node does
+// not lead, a read first makes any deferred write durable (it wraps
+// raft's LogCache, so cached reads are covered too).
+type syncedReads struct {
+	raft.LogStore
+	ls *logStore
+}
+
+func (r syncedReads) GetLog(index uint64, l *raft.Log) error {
+	if !r.ls.deferring() {
+		if err := r.ls.syncPending(); err != nil {
+			return err
+		}
+	}
+	return r.LogStore.GetLog(index, l)
+}
+
+// IsMonotonic implements raft.MonotonicLogStore, as the log does.
+func (r syncedReads) IsMonotonic() bool { return r.ls.IsMonotonic() }
 
 // markDurable records that the log holds everything up to index on disk
 // and wakes the waiters.
