@@ -150,6 +150,12 @@ func openLogStore(dir string, o logStoreOptions) (*logStore, error) {
 		s.closeFiles()
 		return nil, fmt.Errorf("raft log %s: %w", dir, err)
 	}
+	// What was read may be only in the page cache (a leader's deferred
+	// batch when its process died): make it durable before calling it so.
+	if err := s.syncTail(); err != nil {
+		s.closeFiles()
+		return nil, fmt.Errorf("raft log %s: %w", dir, err)
+	}
 	s.durable.Store(s.lastLocked())
 	return s, nil
 }
@@ -356,23 +362,25 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if err := s.checkBatch(logs); err != nil {
 		return err
 	}
-	next := logs[0].Index
-	seg, created, err := s.segmentFor(next)
-	if err != nil {
-		return err
-	}
-	deferred := !created && s.deferring()
 	// At most one batch is ever written and not yet synced, so a power
 	// loss tears at most the last batch, which Open cuts: with two, it
 	// could keep the later one and damage the earlier, which Open must
 	// refuse as corruption. So a batch waits for the sync in flight (and
 	// syncs a deferred batch the syncer has not reached) before it is
-	// written.
+	// written — and before a new segment is created, which would make the
+	// unsynced batch's segment one that is not the last.
 	s.syncMu.Lock()
 	if err := s.syncUnsynced(); err != nil {
 		s.syncMu.Unlock()
 		return err
 	}
+	next := logs[0].Index
+	seg, created, err := s.segmentFor(next)
+	if err != nil {
+		s.syncMu.Unlock()
+		return err
+	}
+	deferred := !created && s.deferring()
 	if deferred {
 		s.syncMu.Unlock()
 	} else {

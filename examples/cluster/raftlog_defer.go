@@ -37,13 +37,25 @@ import (
 // deferSyncWhile makes StoreLogs defer its fdatasync while cond is true
 // and starts the syncer. Called once, before the log is used that way.
 func (s *logStore) deferSyncWhile(cond func() bool) {
-	s.deferCond.Store(&cond)
 	s.syncOnce.Do(func() {
 		s.kick = make(chan struct{}, 1)
 		s.stopSync = make(chan struct{})
 		s.syncDone = make(chan struct{})
 		go s.syncLoop()
 	})
+	s.deferCond.Store(&cond) // after the channels exist: StoreLogs kicks once it sees it
+}
+
+// syncTail fdatasyncs the last segment and the directory (Open: what was
+// read becomes what is durable).
+func (s *logStore) syncTail() error {
+	if len(s.segs) == 0 {
+		return nil
+	}
+	if err := datasync(s.segs[len(s.segs)-1].f); err != nil {
+		return err
+	}
+	return s.fs.SyncDir(s.dir)
 }
 
 func (s *logStore) deferring() bool {
@@ -141,6 +153,9 @@ type syncedReads struct {
 
 func (r syncedReads) GetLog(index uint64, l *raft.Log) error {
 	if !r.ls.deferring() {
+		if err := r.ls.failedErr(); err != nil {
+			return err // a failed deferred sync: the entries may not be on disk
+		}
 		if err := r.ls.syncPending(); err != nil {
 			return err
 		}

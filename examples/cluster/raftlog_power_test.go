@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -32,6 +33,7 @@ type powerFS struct {
 	gate       chan struct{} // closed: held Syncs go on
 	held       chan struct{} // a Sync is held (one send per held Sync)
 	release    sync.Once
+	failSync   atomic.Bool // Syncs fail
 }
 
 // letGo lets held Syncs (and all later ones) through.
@@ -78,6 +80,9 @@ func (f *powerFile) Sync() error {
 		<-f.p.gate
 	}
 	err := f.File.Sync()
+	if f.p.failSync.Load() {
+		err = errors.New("injected sync failure")
+	}
 	if err == nil {
 		f.p.mu.Lock()
 		f.p.dirty[f.Name()] = f.p.dirty[f.Name()][n:]
@@ -121,9 +126,13 @@ func (p *powerFS) image(t *testing.T, dir string, rng *rand.Rand) string {
 // durable survives it.
 func TestLogStoreDeferredSyncSurvivesPowerLossAtAnyMoment(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for round := range 20 {
+	for round := range 40 {
 		p := newPowerFS()
-		s := openTestLog(t, t.TempDir(), logStoreOptions{FS: p})
+		o := logStoreOptions{FS: p}
+		if round%2 == 1 {
+			o.SegmentBytes = 2 << 10 // batches roll segments: a new one must not come before the last batch's sync
+		}
+		s := openTestLog(t, t.TempDir(), o)
 		t.Cleanup(p.letGo) // before the log's Close, which syncs
 		s.deferSyncWhile(func() bool { return true })
 		next := uint64(1)
@@ -138,7 +147,9 @@ func TestLogStoreDeferredSyncSurvivesPowerLossAtAnyMoment(t *testing.T) {
 		}
 		require.NoError(t, s.waitDurable(next-1))
 		p.hold.Store(true)
-		require.NoError(t, store()) // its sync is held
+		held := make(chan error, 1)
+		a := batch()
+		go func() { held <- s.StoreLogs(a) }() // its sync (the syncer's, or its own for a new segment's first batch) is held
 		<-p.held
 		durable := s.durableIndex()
 		done := make(chan error, 1)
@@ -167,6 +178,7 @@ func TestLogStoreDeferredSyncSurvivesPowerLossAtAnyMoment(t *testing.T) {
 		}
 		require.NoError(t, r.Close())
 		p.letGo()
+		require.NoError(t, <-held)
 		if !stored {
 			require.NoError(t, <-done) // with the held sync through, the next batch is stored
 		}
@@ -207,4 +219,81 @@ func TestLogStoreReadAfterLeadingWaitsForDeferredWrites(t *testing.T) {
 	require.NoError(t, <-got)
 	require.Equal(t, uint64(6), s.durableIndex())
 	require.Equal(t, uint64(5), l.Index)
+}
+
+// A new segment is not created while the last batch of the one before it
+// is unsynced: a power loss could otherwise keep the new segment's file
+// and lose part of that batch, which Open must refuse (damage in a
+// segment that is not the last).
+func TestLogStoreNewSegmentWaitsForTheDeferredSyncBeforeIt(t *testing.T) {
+	p := newPowerFS()
+	dir := t.TempDir()
+	s := openTestLog(t, dir, logStoreOptions{FS: p, SegmentBytes: 2 << 10})
+	t.Cleanup(p.letGo)
+	require.NoError(t, s.StoreLogs(entries(1, 2, 1))) // a segment's first batch: synced at once
+	s.deferSyncWhile(func() bool { return true })
+	p.hold.Store(true)
+	require.NoError(t, s.StoreLogs(entries(3, 40, 1))) // deferred; fills the segment past SegmentBytes
+	<-p.held
+	segments := func() int {
+		names, err := segmentFiles(dir)
+		require.NoError(t, err)
+		return len(names)
+	}
+	require.Equal(t, 1, segments())
+	done := make(chan error, 1)
+	go func() { done <- s.StoreLogs(entries(41, 41, 1)) }() // needs a new segment
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+		t.Fatal("a new segment was written while the batch before it was unsynced")
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.Equal(t, 1, segments(), "no new segment file while the last batch is unsynced")
+	p.letGo()
+	require.NoError(t, <-done)
+	require.Equal(t, 2, segments())
+	require.NoError(t, s.waitDurable(41))
+}
+
+// Open calls durable only what is on disk: after a process crash a
+// leader's deferred batch may survive only in the page cache, so Open
+// syncs the last segment (and the directory) before it reports it durable.
+func TestLogStoreOpenSyncsWhatItReads(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestLog(t, dir, logStoreOptions{})
+	require.NoError(t, s.StoreLogs(entries(1, 5, 1)))
+	require.NoError(t, s.Close())
+
+	p := newPowerFS()
+	p.mu.Lock()
+	names, err := segmentFiles(dir)
+	require.NoError(t, err)
+	last := filepath.Join(dir, segmentName(names[len(names)-1]))
+	p.dirty[last] = [][2]int64{{0, 1}} // as if the process died before its sync
+	p.mu.Unlock()
+	r := openTestLog(t, dir, logStoreOptions{FS: p})
+	p.mu.Lock()
+	left := len(p.dirty[last])
+	p.mu.Unlock()
+	require.Zero(t, left, "Open synced the last segment")
+	require.Equal(t, uint64(5), r.durableIndex())
+}
+
+// A deposed leader whose deferred sync failed does not answer for the
+// entries of that batch: a read of its log fails with the log's error.
+func TestLogStoreReadAfterAFailedDeferredSyncFails(t *testing.T) {
+	p := newPowerFS()
+	s := openTestLog(t, t.TempDir(), logStoreOptions{FS: p})
+	require.NoError(t, s.StoreLogs(entries(1, 3, 1)))
+	var leading atomic.Bool
+	leading.Store(true)
+	s.deferSyncWhile(leading.Load)
+	reads := syncedReads{LogStore: s, ls: s}
+	p.failSync.Store(true)
+	require.NoError(t, s.StoreLogs(entries(4, 6, 1)), "deferred: the failure comes later")
+	require.ErrorIs(t, s.waitDurable(6), ErrLogFailed)
+	leading.Store(false)
+	var l raft.Log
+	require.ErrorIs(t, reads.GetLog(5, &l), ErrLogFailed)
 }
