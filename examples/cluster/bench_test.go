@@ -16,7 +16,11 @@ import (
 // benchCluster is three nodes in this process talking raft over TCP on
 // 127.0.0.1, each with its own raft log of the kind asked for (fsynced)
 // and store.
-func benchCluster(b *testing.B, logStore string, fast bool) []*Node {
+func benchCluster(b *testing.B, logStore string, fast bool, tr ...*stageTrace) []*Node {
+	return benchClusterWith(b, logStore, fast, nil, tr...)
+}
+
+func benchClusterWith(b *testing.B, logStore string, fast bool, tweak func(*Config), tr ...*stageTrace) []*Node {
 	b.Helper()
 	root := b.TempDir()
 	var servers []raft.Server
@@ -38,6 +42,12 @@ func benchCluster(b *testing.B, logStore string, fast bool) []*Node {
 		}
 		cfg.ApplyTimeout = 10 * time.Second
 		cfg.SnapshotThreshold = 1 << 30
+		for _, t := range tr {
+			t.hook(&cfg)
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
 		cfgs = append(cfgs, cfg)
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
 	}
@@ -109,6 +119,11 @@ func runProducers(b *testing.B, p int, produce func(*store.Message) error) {
 		return
 	}
 	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+	var sum time.Duration
+	for _, d := range all {
+		sum += d
+	}
+	b.ReportMetric(float64(sum.Microseconds())/float64(len(all)), "mean-µs")
 	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 }
@@ -135,6 +150,17 @@ func BenchmarkProduce(b *testing.B) {
 			runProducers(b, p, func(m *store.Message) error { return st.Append(m) })
 		})
 	}
+}
+
+// BenchmarkProduceTrace is the 64-producer replicated row with every
+// entry's stages timed (trace_test.go): where a produce's time goes.
+func BenchmarkProduceTrace(b *testing.B) {
+	tr := newStageTrace()
+	nodes := benchCluster(b, LogStoreSegment, false, tr)
+	l := leaderOf(b, nodes)
+	runProducers(b, 64, func(m *store.Message) error { _, err := l.Produce(m); return err })
+	reportLogWrites(b, l, nodes)
+	tr.report(b)
 }
 
 // BenchmarkFailover measures, per iteration, the time from killing the
@@ -190,6 +216,7 @@ func reportLogWrites(b *testing.B, leader *Node, nodes []*Node) {
 	if p, e := bs.Produces.Load(), bs.Entries.Load(); p > 0 && e > 0 {
 		b.ReportMetric(float64(bs.QueuedNanos.Load())/float64(p)/1e3, "queued-µs/produce")
 		b.ReportMetric(float64(bs.RaftNanos.Load())/float64(e)/1e3, "raft-µs/entry")
+		b.ReportMetric(float64(bs.WakeNanos.Load())/float64(p)/1e3, "wake-µs/produce")
 		b.ReportMetric(float64(p)/float64(e), "produces/entry")
 	}
 	follower := false
@@ -213,4 +240,33 @@ func reportLogWrites(b *testing.B, leader *Node, nodes []*Node) {
 		b.ReportMetric(float64(st.Entries)/float64(st.Batches), "entries/fsync-"+role)
 		b.ReportMetric(float64(st.SyncNanos)/float64(st.Batches)/1e3, "fsync-µs-"+role)
 	}
+}
+
+// BenchmarkProducePolicy runs the 64-producer replicated row under the
+// batcher's policies side by side (depth = entries in flight, yields =
+// how long a cut waits for ready producers to queue; depth=4/yields=0 with
+// a synchronous leader log was the previous round's design), with
+// SyncGroup after them for same-run ratios.
+func BenchmarkProducePolicy(b *testing.B) {
+	defer func(d, y int) { maxInflight, maxYields = d, y }(maxInflight, maxYields)
+	for _, p := range []struct {
+		depth, yields int
+		syncLeader    bool
+	}{{4, 0, true}, {4, 0, false}, {1, 0, false}, {1, 8, true}, {1, 8, false}, {2, 8, false}} {
+		b.Run(fmt.Sprintf("depth=%d/yields=%d/leaderlog=%s", p.depth, p.yields, map[bool]string{true: "sync", false: "deferred"}[p.syncLeader]), func(b *testing.B) {
+			maxInflight, maxYields = p.depth, p.yields
+			nodes := benchClusterWith(b, LogStoreSegment, false, func(c *Config) { c.syncLeaderLog = p.syncLeader })
+			l := leaderOf(b, nodes)
+			runProducers(b, 64, func(m *store.Message) error { _, err := l.Produce(m); return err })
+			reportLogWrites(b, l, nodes)
+		})
+	}
+	b.Run("single/SyncGroup", func(b *testing.B) {
+		st, err := store.Open(b.TempDir(), store.Options{Sync: store.SyncGroup})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		runProducers(b, 64, func(m *store.Message) error { return st.Append(m) })
+	})
 }

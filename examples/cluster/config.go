@@ -77,6 +77,17 @@ type Config struct {
 	// beforePropose is a test hook run before every scheduler delivery is
 	// proposed (the field report's slow append).
 	beforePropose func()
+
+	// Stage tracing (benchmarks only): wrapLogStore and wrapFSM wrap what
+	// raft is given as its log store and FSM; traceEntry is told, for
+	// every entry this node proposed, its index, when it was proposed and
+	// when raft answered.
+	wrapLogStore func(raft.LogStore) raft.LogStore
+	// syncLeaderLog keeps the leader's StoreLogs synchronous (benchmarks
+	// compare it with the deferred sync of raftlog_defer.go).
+	syncLeaderLog bool
+	wrapFSM       func(raft.FSM) raft.FSM
+	traceEntry    func(index uint64, proposed, answered time.Time)
 }
 
 func (c Config) withDefaults() (Config, error) {

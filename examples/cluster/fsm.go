@@ -41,7 +41,11 @@ type fsm struct {
 	members  map[string]string // node id -> HTTP address
 	index    uint64            // last raft index applied
 	failed   error             // a store append failed: this node's copy is no longer trustworthy
-	restores int               // snapshots restored (status, tests)
+
+	// durable, when set, waits until the local raft log holds an entry on
+	// disk (raftlog_defer.go); set before raft starts.
+	durable  func(index uint64) error
+	restores int // snapshots restored (status, tests)
 }
 
 type offsetKey struct {
@@ -72,6 +76,17 @@ func (f *fsm) now() time.Time { return time.Unix(0, f.at.Load()).UTC() }
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
+	}
+	if f.durable != nil {
+		if err := f.durable(l.Index); err != nil {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.failed == nil {
+				f.failed = fmt.Errorf("entry %d not on this node's disk: %w", l.Index, err)
+				f.log.Error("cluster: raft log failed; this node stops applying", "err", f.failed)
+			}
+			return applyResult{err: f.failed}
+		}
 	}
 	e, err := decodeEntry(l.Data)
 	if err != nil {

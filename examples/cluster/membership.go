@@ -44,7 +44,7 @@ func (n *Node) AddMember(id, raftAddr, httpAddr string) error {
 	if !n.enter() {
 		return ErrClosed
 	}
-	err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), cf.Index(), n.cfg.ApplyTimeout).Error()
+	err := n.logDurable(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), cf.Index(), n.cfg.ApplyTimeout))
 	n.leave()
 	if err != nil {
 		return fmt.Errorf("add member %s: %v: %w", id, err, ErrNotCommitted)
@@ -86,7 +86,7 @@ func (n *Node) RemoveMember(id string) error {
 	if !n.enter() {
 		return ErrClosed
 	}
-	err := n.raft.RemoveServer(raft.ServerID(id), cf.Index(), n.cfg.ApplyTimeout).Error()
+	err := n.logDurable(n.raft.RemoveServer(raft.ServerID(id), cf.Index(), n.cfg.ApplyTimeout))
 	n.leave()
 	if err != nil {
 		return fmt.Errorf("remove member %s: %v: %w", id, err, ErrNotCommitted)
@@ -121,6 +121,20 @@ func (n *Node) httpProbe(id, _ string, httpAddr string) error {
 	}
 	if s.Cluster != "" && s.Cluster != n.fsm.clusterID() {
 		return fmt.Errorf("%s belongs to cluster %q", httpAddr, s.Cluster)
+	}
+	return nil
+}
+
+// logDurable waits for a configuration change's future and then for the
+// local log to hold it on disk: raft answers when a majority counting this
+// leader has it, and the leader's copy may still be unsynced
+// (raftlog_defer.go).
+func (n *Node) logDurable(f raft.IndexFuture) error {
+	if err := f.Error(); err != nil {
+		return err
+	}
+	if ls, ok := n.logs.(*logStore); ok {
+		return ls.waitDurable(f.Index())
 	}
 	return nil
 }

@@ -167,7 +167,11 @@ func (n *Node) openRaft() (err error) {
 	if os.Getenv("CLUSTER_RAFT_LOG") != "" {
 		rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft-" + cfg.ID, Output: os.Stderr, Level: hclog.Info})
 	}
-	logs, err := raft.NewLogCache(1024, n.logs)
+	var inner raft.LogStore = n.logs
+	if cfg.wrapLogStore != nil {
+		inner = cfg.wrapLogStore(inner)
+	}
+	logs, err := raft.NewLogCache(1024, inner)
 	if err != nil {
 		return err
 	}
@@ -183,11 +187,31 @@ func (n *Node) openRaft() (err error) {
 			n.log.Info("cluster: bootstrapped", "voters", len(cfg.Bootstrap))
 		}
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, n.votes, snaps, n.trans)
+	// The segment log defers the leader's fdatasync (raftlog_defer.go).
+	trans := n.trans
+	ls, deferSync := n.logs.(*logStore)
+	deferSync = deferSync && !cfg.syncLeaderLog
+	if deferSync {
+		if trans, deferSync = clampCommits(trans, ls.durableIndex); deferSync {
+			n.fsm.durable = ls.waitDurable
+		}
+	}
+	var fsm raft.FSM = n.fsm
+	if cfg.wrapFSM != nil {
+		fsm = cfg.wrapFSM(fsm)
+	}
+	var raftLogs raft.LogStore = logs
+	if deferSync {
+		raftLogs = syncedReads{LogStore: logs, ls: ls}
+	}
+	r, err := raft.NewRaft(rc, fsm, raftLogs, n.votes, snaps, trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	if deferSync {
+		ls.deferSyncWhile(func() bool { return r.State() == raft.Leader })
+	}
 	return nil
 }
 
@@ -360,22 +384,46 @@ func randomID() string {
 // answers ErrNotLeader at once on a follower, so nothing is proposed (nor
 // applied locally) outside raft.
 func (n *Node) apply(e *entry) (applyResult, error) {
-	if !n.enter() {
-		return applyResult{}, fmt.Errorf("%s entry: %w", e.Kind, ErrClosed)
+	p, err := n.propose(e)
+	if err != nil {
+		return applyResult{}, err
 	}
-	defer n.leave()
+	return n.await(p)
+}
+
+// proposal is an entry handed to raft and not answered yet.
+type proposal struct {
+	kind kind
+	f    raft.ApplyFuture
+	at   time.Time
+}
+
+// propose hands e to raft without waiting (await waits): ErrNotLeader at
+// once on a follower.
+func (n *Node) propose(e *entry) (proposal, error) {
+	if !n.enter() {
+		return proposal{}, fmt.Errorf("%s entry: %w", e.Kind, ErrClosed)
+	}
 	if n.raft.State() != raft.Leader {
-		return applyResult{}, n.notLeader()
+		n.leave()
+		return proposal{}, n.notLeader()
 	}
 	e.At = n.cfg.Now()
-	f := n.raft.Apply(encodeEntry(e), n.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return applyResult{}, fmt.Errorf("%s entry: %v: %w", e.Kind, err, ErrNotCommitted)
-		}
-		return applyResult{}, fmt.Errorf("%s entry: %v: %w", e.Kind, err, ErrNotCommitted)
+	at := time.Now()
+	return proposal{kind: e.Kind, f: n.raft.Apply(encodeEntry(e), n.cfg.ApplyTimeout), at: at}, nil
+}
+
+// await waits until p is committed and applied here.
+func (n *Node) await(p proposal) (applyResult, error) {
+	defer n.leave()
+	err := p.f.Error()
+	if n.cfg.traceEntry != nil && err == nil {
+		n.cfg.traceEntry(p.f.Index(), p.at, time.Now())
 	}
-	res, _ := f.Response().(applyResult)
+	if err != nil {
+		return applyResult{}, fmt.Errorf("%s entry: %v: %w", p.kind, err, ErrNotCommitted)
+	}
+	res, _ := p.f.Response().(applyResult)
 	return res, res.err
 }
 

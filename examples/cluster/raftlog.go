@@ -64,12 +64,25 @@ type logStore struct {
 	closed    bool
 
 	batches, entries, syncNanos atomic.Uint64 // logStats
+
+	// Deferred syncs (raftlog_defer.go).
+	deferCond atomic.Pointer[func() bool]
+	unsynced  *segment      // written by a deferred StoreLogs, not synced yet (under wmu)
+	pending   atomic.Bool   // unsynced != nil, read without wmu (syncedReads)
+	syncMu    sync.Mutex    // one fdatasync-and-mark at a time; taken after wmu
+	durable   atomic.Uint64 // entries up to it are on disk; changed under mu
+	durCond   *sync.Cond    // on mu: durable moved, or the log failed or closed
+	syncOnce  sync.Once
+	stopOnce  sync.Once
+	kick      chan struct{}
+	stopSync  chan struct{}
+	syncDone  chan struct{}
 }
 
 // logStats counts the log's writes (benchmarks report them).
 type logStats struct {
-	Batches   uint64 `json:"batches"` // StoreLogs calls written, one fsync each
-	Entries   uint64 `json:"entries"`
+	Batches   uint64 `json:"batches"`    // fdatasyncs of written entries
+	Entries   uint64 `json:"entries"`    // entries they made durable
 	SyncNanos uint64 `json:"sync_nanos"` // time spent in their fsyncs
 }
 
@@ -118,6 +131,7 @@ func openLogStore(dir string, o logStoreOptions) (*logStore, error) {
 		o.PreallocBytes = DefaultPreallocBytes
 	}
 	s := &logStore{dir: dir, fs: o.FS, log: o.Logger, segBytes: o.SegmentBytes, prealloc: max(o.PreallocBytes, 0)}
+	s.durCond = sync.NewCond(&s.mu)
 	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -136,6 +150,13 @@ func openLogStore(dir string, o logStoreOptions) (*logStore, error) {
 		s.closeFiles()
 		return nil, fmt.Errorf("raft log %s: %w", dir, err)
 	}
+	// What was read may be only in the page cache (a leader's deferred
+	// batch when its process died): make it durable before calling it so.
+	if err := s.syncTail(); err != nil {
+		s.closeFiles()
+		return nil, fmt.Errorf("raft log %s: %w", dir, err)
+	}
+	s.durable.Store(s.lastLocked())
 	return s, nil
 }
 
@@ -243,16 +264,26 @@ func (s *logStore) usable() error {
 	if s.closed {
 		return errLogClosed
 	}
+	return s.failedErr()
+}
+
+func (s *logStore) failedErr() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return s.failed
 }
 
-// fail marks the log failed after a write it may have half done.
+// fail marks the log failed after a write or sync it may have half done.
 func (s *logStore) fail(op string, err error) error {
+	failed := fmt.Errorf("%s: %w: %w", op, err, ErrLogFailed)
 	s.mu.Lock()
-	s.failed = fmt.Errorf("%s: %w: %w", op, err, ErrLogFailed)
+	if s.failed == nil {
+		s.failed = failed
+	}
+	s.durCond.Broadcast()
 	s.mu.Unlock()
 	s.log.Error("cluster: raft log failed", "op", op, "err", err)
-	return s.failed
+	return failed
 }
 
 // FirstIndex is the first entry's index, 0 when the log is empty.
@@ -315,9 +346,10 @@ func (s *logStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{
 // leaving a gap (raft.MonotonicLogStore).
 func (s *logStore) IsMonotonic() bool { return true }
 
-// StoreLogs appends logs as one batch: one write and one fsync. The first
-// must follow the last entry (any index when the log is empty), the rest
-// follow each other. A failed write or fsync fails the log.
+// StoreLogs appends logs as one batch: one write and one fsync (deferred
+// to the syncer while the node leads: raftlog_defer.go). The first must
+// follow the last entry (any index when the log is empty), the rest follow
+// each other. A failed write or fsync fails the log.
 func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
@@ -330,10 +362,29 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if err := s.checkBatch(logs); err != nil {
 		return err
 	}
+	// At most one batch is ever written and not yet synced, so a power
+	// loss tears at most the last batch, which Open cuts: with two, it
+	// could keep the later one and damage the earlier, which Open must
+	// refuse as corruption. So a batch waits for the sync in flight (and
+	// syncs a deferred batch the syncer has not reached) before it is
+	// written — and before a new segment is created, which would make the
+	// unsynced batch's segment one that is not the last.
+	s.syncMu.Lock()
+	if err := s.syncUnsynced(); err != nil {
+		s.syncMu.Unlock()
+		return err
+	}
 	next := logs[0].Index
 	seg, created, err := s.segmentFor(next)
 	if err != nil {
+		s.syncMu.Unlock()
 		return err
+	}
+	deferred := !created && s.deferring()
+	if deferred {
+		s.syncMu.Unlock()
+	} else {
+		defer s.syncMu.Unlock()
 	}
 	locs := make([]entryLoc, len(logs))
 	b := s.buf[:0]
@@ -352,16 +403,17 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
 		return s.fail("write", err)
 	}
-	t0 := time.Now()
-	if err := datasync(seg.f); err != nil {
-		return s.fail("fsync", err)
-	}
-	s.syncNanos.Add(uint64(time.Since(t0)))
-	s.batches.Add(1)
-	s.entries.Add(uint64(len(logs)))
-	if created {
-		if err := s.fs.SyncDir(s.dir); err != nil {
-			return s.fail("fsync directory", err)
+	if !deferred {
+		t0 := time.Now()
+		if err := datasync(seg.f); err != nil {
+			return s.fail("fsync", err)
+		}
+		s.syncNanos.Add(uint64(time.Since(t0)))
+		s.batches.Add(1)
+		if created {
+			if err := s.fs.SyncDir(s.dir); err != nil {
+				return s.fail("fsync directory", err)
+			}
 		}
 	}
 	s.mu.Lock()
@@ -370,10 +422,24 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	}
 	if len(s.locs) == 0 {
 		s.first = next
+		if s.durable.Load() >= next {
+			// An emptied log may start again lower than it ended.
+			s.durable.Store(next - 1)
+		}
 	}
 	s.locs = append(s.locs, locs...)
 	seg.size += int64(len(b))
 	s.mu.Unlock()
+	if !deferred {
+		s.setUnsynced(nil)
+		s.markDurable(logs[len(logs)-1].Index)
+		return nil
+	}
+	s.setUnsynced(seg)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 	return nil
 }
 
@@ -458,6 +524,21 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	last := s.lastLocked()
 	if min > max || len(s.locs) == 0 || max < s.first || min > last {
 		return nil
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if err := s.syncUnsynced(); err != nil {
+		return err
+	}
+	if min > s.first || max >= last {
+		// A suffix (or all): what follows is written anew.
+		s.mu.Lock()
+		if d := s.durable.Load(); d >= min && min > 0 {
+			s.durable.Store(min - 1)
+		} else if min == 0 {
+			s.durable.Store(0)
+		}
+		s.mu.Unlock()
 	}
 	switch {
 	case min <= s.first && max >= last:
@@ -555,17 +636,25 @@ func (s *logStore) deleteAll(max uint64) error {
 	return nil
 }
 
-// Close closes the segment files. Idempotent.
+// Close syncs what a deferred StoreLogs wrote and closes the segment
+// files. Idempotent.
 func (s *logStore) Close() error {
+	s.stopSyncer()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	var errs []error
+	if !s.closed && s.failedErr() == nil {
+		s.syncMu.Lock()
+		errs = append(errs, s.syncUnsynced())
+		s.syncMu.Unlock()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil
 	}
 	s.closed = true
-	var errs []error
+	s.durCond.Broadcast()
 	for _, seg := range s.segs {
 		errs = append(errs, seg.f.Close())
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/brokercore/brokercore/internal/fsx"
@@ -15,15 +16,18 @@ import (
 // The log against a model (a first index and a slice of terms) across
 // appends, compactions, suffix replacements, deleting everything and
 // reopening, with segments small enough that every operation crosses
-// segment boundaries.
+// segment boundaries; appends are made as a leader (sync deferred) or a
+// follower, and waiting for the last entry to be durable always ends.
 func TestLogStoreMatchesAModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		dir, err := os.MkdirTemp(t.TempDir(), "model")
 		require.NoError(rt, err)
 		o := logStoreOptions{SegmentBytes: rapid.Int64Range(64, 2048).Draw(rt, "segment"),
 			PreallocBytes: rapid.Int64Range(-1, 1024).Draw(rt, "prealloc")}
+		var leading atomic.Bool
 		s, err := openLogStore(dir, o)
 		require.NoError(rt, err)
+		s.deferSyncWhile(leading.Load)
 		defer func() { _ = s.Close() }()
 		var first uint64 // model: entries first..first+len(terms)-1
 		var terms []uint64
@@ -42,6 +46,7 @@ func TestLogStoreMatchesAModel(t *testing.T) {
 			}
 			require.Equal(rt, first, f)
 			require.Equal(rt, last(), l)
+			require.LessOrEqual(rt, s.durableIndex(), last(), "durable only what was written")
 			for i, tm := range terms {
 				requireEntry(rt, s, testEntry(first+uint64(i), tm))
 			}
@@ -93,6 +98,17 @@ func TestLogStoreMatchesAModel(t *testing.T) {
 				require.NoError(rt, s.Close())
 				s, err = openLogStore(dir, o)
 				require.NoError(rt, err)
+				s.deferSyncWhile(leading.Load)
+			},
+			"lead or follow": func(rt *rapid.T) {
+				leading.Store(rapid.Bool().Draw(rt, "leading"))
+			},
+			"wait durable": func(rt *rapid.T) {
+				if len(terms) == 0 {
+					rt.Skip("empty")
+				}
+				require.NoError(rt, s.waitDurable(last()))
+				require.Equal(rt, last(), s.durableIndex())
 			},
 			"": func(rt *rapid.T) { check() },
 		})

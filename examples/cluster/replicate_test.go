@@ -243,6 +243,11 @@ func TestFollowerRefusesWritesAndAppliesNothingLocally(t *testing.T) {
 		before := n.Store().Stats().LogNext
 		_, err := n.Produce(msg("t", 0, "x"))
 		require.ErrorIs(t, err, ErrNotLeader)
+		// A follower names the leader once it heard from it: the leader
+		// commits with one follower's answer, the other may be a beat late.
+		require.Eventually(t, func() bool { _, id := n.Raft().LeaderWithID(); return id != "" }, 5*time.Second, time.Millisecond)
+		_, err = n.Produce(msg("t", 0, "x"))
+		require.ErrorIs(t, err, ErrNotLeader)
 		require.Contains(t, err.Error(), l.ID(), "the error names the leader")
 		require.Equal(t, before, n.Store().Stats().LogNext)
 	}
