@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,12 +11,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/cpuclock"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
 	"github.com/brokercore/brokercore/store"
@@ -66,7 +65,7 @@ func benchChildSend(b *testing.B, kind string, env ...string) {
 	c := startChild(b, kind, env...)
 	pid := c.cmd.Process.Pid
 	r0, w0 := procSyscalls(pid)
-	benchSyncSend(b, ns, func() (time.Duration, bool) { return procCPU(pid) })
+	benchSyncSend(b, ns, func() (time.Duration, bool) { return cpuclock.Process(pid) })
 	if r1, w1 := procSyscalls(pid); r1 > 0 && b.N >= 1000 {
 		b.ReportMetric(float64(r1-r0)/float64(b.N), "broker-reads/msg")
 		b.ReportMetric(float64(w1-w0)/float64(b.N), "broker-writes/msg")
@@ -90,7 +89,7 @@ func benchSyncSend(b *testing.B, ns string, brokerCPU func() (time.Duration, boo
 	lat := make([][]time.Duration, workers)
 	var next atomic.Int64
 	b.ResetTimer()
-	cpu0 := selfCPU()
+	cpu0 := cpuclock.Self()
 	var bcpu0 time.Duration
 	if brokerCPU != nil {
 		bcpu0, _ = brokerCPU()
@@ -114,7 +113,7 @@ func benchSyncSend(b *testing.B, ns string, brokerCPU func() (time.Duration, boo
 	}
 	wg.Wait()
 	el := time.Since(start)
-	cpu := selfCPU() - cpu0
+	cpu := cpuclock.Self() - cpu0
 	b.StopTimer()
 	var all []time.Duration
 	for _, l := range lat {
@@ -156,36 +155,6 @@ func procSyscalls(pid int) (reads, writes int64) {
 		}
 	}
 	return reads, writes
-}
-
-// selfCPU is this process's user+system CPU time.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// procCPU is the user+system CPU time of process pid from /proc (Linux;
-// clock ticks of 10 ms, so read it over seconds of work).
-func procCPU(pid int) (time.Duration, bool) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	// Fields after the command name (which may hold spaces) in parentheses.
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-	if len(f) < 13 {
-		return 0, false
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
-	return time.Duration(ut+st) * tick, true
 }
 
 // BenchmarkPushConsume: b.N 1 KiB messages already in a 4-queue topic, one

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/cpuclock"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
 )
@@ -99,5 +100,5 @@ func startBenchChild(b *testing.B, kind string, env ...string) target {
 		b.Fatalf("bench child %s said %q", kind, line)
 	}
 	pid := cmd.Process.Pid
-	return target{endpoint: ep, brokerCPU: func() (time.Duration, bool) { return procCPU(pid) }}
+	return target{endpoint: ep, brokerCPU: func() (time.Duration, bool) { return cpuclock.Process(pid) }}
 }

@@ -11,6 +11,7 @@ import (
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/cpuclock"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
 	"github.com/brokercore/brokercore/store"
@@ -129,7 +130,7 @@ type cpuMeter struct {
 }
 
 func (tg target) meter() *cpuMeter {
-	m := &cpuMeter{tg: tg, cpu0: processCPU()}
+	m := &cpuMeter{tg: tg, cpu0: cpuclock.Self()}
 	if tg.brokerCPU != nil {
 		m.bcpu0, m.child = tg.brokerCPU()
 	}
@@ -137,7 +138,7 @@ func (tg target) meter() *cpuMeter {
 }
 
 func (m *cpuMeter) stop() {
-	m.cpu = processCPU() - m.cpu0
+	m.cpu = cpuclock.Self() - m.cpu0
 	if m.child {
 		b, ok := m.tg.brokerCPU()
 		m.bcpu, m.child = b-m.bcpu0, ok

@@ -1,6 +1,6 @@
 //go:build unix
 
-package grpcapi_test
+package cpuclock
 
 import (
 	"bytes"
@@ -12,10 +12,7 @@ import (
 	"time"
 )
 
-// processCPU is the CPU time (user + system) the process has used: on a
-// shared, loaded machine it tells a benchmark's own cost (client and
-// server together, both in this process) better than the wall clock does.
-func processCPU() time.Duration {
+func self() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -23,9 +20,7 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// procCPU is the user+system CPU time of process pid from /proc (Linux;
-// clock ticks of 10 ms, so read it over seconds of work; false elsewhere).
-func procCPU(pid int) (time.Duration, bool) {
+func process(pid int) (time.Duration, bool) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, false
