@@ -49,6 +49,19 @@ func childOrderly() int {
 // childBroker runs the broker until SIGTERM or SIGKILL; with
 // E2E_CPUPROFILE it writes a CPU profile of its run there (on SIGTERM).
 func childBroker() int {
+	return serveChild(func() (func() error, error) {
+		s, err := server.Start(server.Config{Dir: os.Getenv("E2E_DIR"), NameSrvAddr: os.Getenv("E2E_NS"),
+			BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-", Flush: os.Getenv("E2E_FLUSH")})
+		if err != nil {
+			return nil, err
+		}
+		return s.Close, nil
+	})
+}
+
+// serveChild is a child broker process's life: the CPU profile
+// (E2E_CPUPROFILE), start, "ready" for the parent, SIGTERM, stop.
+func serveChild(start func() (stop func() error, err error)) int {
 	if path := os.Getenv("E2E_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
 		if err == nil {
@@ -60,8 +73,7 @@ func childBroker() int {
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-	s, err := server.Start(server.Config{Dir: os.Getenv("E2E_DIR"), NameSrvAddr: os.Getenv("E2E_NS"),
-		BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-", Flush: os.Getenv("E2E_FLUSH")})
+	closeFn, err := start()
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -71,7 +83,7 @@ func childBroker() int {
 	defer stop()
 	fmt.Println("ready")
 	<-ctx.Done()
-	if err := s.Close(); err != nil {
+	if err := closeFn(); err != nil {
 		fmt.Println("error", err)
 		return 1
 	}

@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
-	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
@@ -118,27 +115,11 @@ func startNullT(t testing.TB) *nullServer {
 // childNullBroker runs the null broker on E2E_NS / E2E_BR until SIGTERM
 // (E2E_CPUPROFILE as childBroker).
 func childNullBroker() int {
-	if path := os.Getenv("E2E_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
+	return serveChild(func() (func() error, error) {
+		s, err := startNull(os.Getenv("E2E_NS"), os.Getenv("E2E_BR"))
 		if err != nil {
-			fmt.Println("error", err)
-			return 1
+			return nil, err
 		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
-	}
-	s, err := startNull(os.Getenv("E2E_NS"), os.Getenv("E2E_BR"))
-	if err != nil {
-		fmt.Println("error", err)
-		return 1
-	}
-	// SIGTERM is caught before "ready" tells the parent it may send it.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	fmt.Println("ready")
-	<-ctx.Done()
-	s.Close()
-	return 0
+		return func() error { s.Close(); return nil }, nil
+	})
 }
