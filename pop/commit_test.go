@@ -128,13 +128,7 @@ func TestNeverAckedHeadKeepsTheInFlightTableSmall(t *testing.T) {
 	head, err := s.Pop(bg, req0(1, time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, []int64{0}, offsetsOf(head))
-	for acked := 0; acked < 10_000; {
-		r, err := s.Pop(bg, req0(MaxBatch, time.Hour))
-		require.NoError(t, err)
-		require.NotEmpty(t, r.Messages)
-		ackAll(t, s, r)
-		acked += len(r.Messages)
-	}
+	popAndAck(t, s, 10_000)
 	gt, _ := s.gts.Load(gtKey{"g", "T"})
 	gt.mu.Lock()
 	defer gt.mu.Unlock()
@@ -155,13 +149,7 @@ func TestAckedInOrderTheOrderListDoesNotGrowWithThePopped(t *testing.T) {
 	src.append("T", 0, 10_000)
 	s := New(src, Options{Now: newFakeClock().Now})
 	defer s.Close()
-	for acked := 0; acked < 10_000; {
-		r, err := s.Pop(bg, req0(MaxBatch, time.Hour))
-		require.NoError(t, err)
-		require.NotEmpty(t, r.Messages)
-		ackAll(t, s, r)
-		acked += len(r.Messages)
-	}
+	popAndAck(t, s, 10_000)
 	gt, _ := s.gts.Load(gtKey{"g", "T"})
 	gt.mu.Lock()
 	defer gt.mu.Unlock()
@@ -307,5 +295,18 @@ func TestGetFindsEveryOffsetBehindAStuckHead(t *testing.T) {
 		}
 		require.NotNil(t, e, "offset %d", off)
 		require.Equal(t, off, e.off)
+	}
+}
+
+// popAndAck pops batches from queue 0 of "T" and acks them until n
+// messages were acked.
+func popAndAck(t *testing.T, s *Service, n int) {
+	t.Helper()
+	for acked := 0; acked < n; {
+		r, err := s.Pop(bg, req0(MaxBatch, time.Hour))
+		require.NoError(t, err)
+		require.NotEmpty(t, r.Messages)
+		ackAll(t, s, r)
+		acked += len(r.Messages)
 	}
 }
