@@ -137,6 +137,9 @@ func TestDeliveryRestoresTheProducersMessageAndStripsSchedulingProperties(t *tes
 	assert.Equal(t, map[string]string{"trace": "t1", PropUniqKey: "U"}, got.Properties)
 	assert.True(t, born.Equal(got.BornAt))
 	assert.Equal(t, 2, got.ReconsumeTimes)
+	// The level's progress moves once the delivery's append returned: the
+	// delivered message can be read a moment before (Stop waits for it).
+	waitUntil(t, "progress", func() bool { return s.Progress()[1] == 1 })
 	assert.Equal(t, map[int]int64{1: 1}, s.Progress())
 }
 

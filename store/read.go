@@ -27,7 +27,9 @@ func (s *Store) Read(topic string, queueID int, offset int64, max int) ([]*Messa
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		out, res := s.read(topic, queueID, offset, max)
+		// A retry reads what is verified: appends that came after the tail
+		// was verified for it must not send it round again.
+		out, res := s.read(topic, queueID, offset, max, attempt > 0)
 		if res.err == nil || attempt > 1 || (res.bad < 0 && !res.verify) {
 			if res.err != nil {
 				s.log.Debug("store: read failed", "topic", topic, "queue", queueID, "offset", offset, "err", res.err)
@@ -43,8 +45,13 @@ func (s *Store) Read(topic string, queueID int, offset int64, max int) ([]*Messa
 		}); err != nil {
 			return nil, err
 		}
+		testHookFixedRead()
 	}
 }
+
+// testHookFixedRead runs after a read verified the tail or repaired an
+// index entry, before it tries again (tests append there).
+var testHookFixedRead = func() {}
 
 // readResult says why a read failed: an error, the index entry at fault
 // (bad, -1 if none) or that the records it would read must be verified
@@ -69,7 +76,10 @@ func (s *Store) fixRead(res readResult, heal func() error) error {
 	return heal()
 }
 
-func (s *Store) read(topic string, queueID int, offset int64, max int) ([]*Message, readResult) {
+// read reads under the shared lock. Records not verified yet send the read
+// to verify the tail (verify.go); with verifiedOnly it reads the verified
+// ones among them instead, as long as there is one.
+func (s *Store) read(topic string, queueID int, offset int64, max int, verifiedOnly bool) ([]*Message, readResult) {
 	rb := getReadBuf()
 	defer putReadBuf(rb)
 	s.mu.RLock()
@@ -103,8 +113,12 @@ func (s *Store) read(topic string, queueID int, offset int64, max int) ([]*Messa
 		return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, at, err), bad: at}
 	}
 	if entries[len(entries)-1].logOffset >= s.verified {
-		s.mu.RUnlock()
-		return nil, readResult{err: errVerify, bad: -1, verify: true}
+		if !verifiedOnly || entries[0].logOffset >= s.verified {
+			s.mu.RUnlock()
+			return nil, readResult{err: errVerify, bad: -1, verify: true}
+		}
+		// A queue's entries run in log order: the verified ones are a prefix.
+		entries = entries[:sort.Search(len(entries), func(i int) bool { return entries[i].logOffset >= s.verified })]
 	}
 	rb.entries = entries
 	spans, err := s.planSpans(rb, entries)
