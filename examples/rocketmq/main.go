@@ -35,6 +35,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.Flush, "flush", "sync", "sync: answer a send after its fsync (group commit); async: fsync every second (Apache's default)")
 	grpcFlags(fs, &cfg)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	gogc, err := server.GCPercent()
+	if err != nil {
+		fmt.Fprintln(stderr, "bad environment:", err)
+		return 2
+	}
+	fs.IntVar(&gogc, "gogc", gogc, "garbage collector target percent (-1 = off; default: GOGC when set, else 400: see server.DefaultGCPercent)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -44,6 +50,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	prev := server.SetGCPercent(gogc)
+	defer server.SetGCPercent(prev)
 	s, err := server.Start(cfg)
 	if err != nil {
 		cfg.Logger.Error("start", "err", err)

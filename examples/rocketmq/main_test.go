@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,13 +53,15 @@ func (s *syncBuf) String() string {
 }
 
 func TestRunServesAndStopsCleanly(t *testing.T) {
+	orig := debug.SetGCPercent(100)
+	debug.SetGCPercent(orig)
 	dir := t.TempDir()
 	ns, br := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuf
 	done := make(chan int)
 	go func() {
-		done <- run(ctx, []string{"-data", dir, "-namesrv-addr", ns, "-broker-addr", br, "-metrics-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out)
+		done <- run(ctx, []string{"-data", dir, "-namesrv-addr", ns, "-broker-addr", br, "-metrics-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-gogc", "250"}, &out)
 	}()
 	require.Eventually(t, func() bool {
 		c, err := net.Dial("tcp", br)
@@ -67,8 +70,10 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 		}
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 250, debug.SetGCPercent(250), "-gogc is the running program's collector target")
 	cancel()
 	require.Equal(t, 0, <-done)
+	require.Equal(t, orig, debug.SetGCPercent(orig), "run restores the collector target it found")
 	require.Contains(t, out.String(), "rocketmq broker stopped")
 	require.DirExists(t, filepath.Join(dir, "store"))
 }
@@ -77,6 +82,10 @@ func TestBadFlagsExitTwo(t *testing.T) {
 	var out syncBuf
 	require.Equal(t, 2, run(context.Background(), []string{"-nope"}, &out))
 	require.Equal(t, 2, run(context.Background(), []string{"-log-level", "loud"}, &out))
+	require.Equal(t, 2, run(context.Background(), []string{"-gogc", "lots"}, &out))
+	t.Setenv("GOGC", "lots")
+	require.Equal(t, 2, run(context.Background(), nil, &out))
+	require.Contains(t, out.String(), `GOGC="lots"`)
 }
 
 func TestSIGTERMExitsZero(t *testing.T) {

@@ -26,12 +26,15 @@ import (
 // messages synchronously to a 4-queue topic on loopback, under flush=sync
 // (each send fsynced by the store's group commit) and flush=async (fsync
 // every second). Reports msgs/s, p50/p99 send latency and the CPU time per
-// message. flush=async,broker=child runs the broker in a child process, so
-// the CPU splits exactly: client-cpu-µs/msg is this process (the official
-// client and the benchmark's goroutines), broker-cpu-µs/msg the child
-// (Linux /proc), with the broker's read and write system calls per message
-// (the store's appends count as writes). E2E_BROKER_CPUPROFILE=file writes
-// the child's CPU profile.
+// message. These run at Go's default collector target, the test process's;
+// flush=async,gogc=400 runs at the program's (server.DefaultGCPercent),
+// client and broker alike. flush=async,broker=child runs the broker in a
+// child process that starts as the program does (its collector target
+// too), so the CPU splits exactly: client-cpu-µs/msg is this process (the
+// official client and the benchmark's goroutines), broker-cpu-µs/msg the
+// child (Linux /proc), with the broker's read and write system calls per
+// message (the store's appends count as writes). E2E_BROKER_CPUPROFILE=file
+// writes the child's CPU profile.
 func BenchmarkSyncSend16(b *testing.B) {
 	for _, flush := range []string{"sync", "async"} {
 		b.Run("flush="+flush, func(b *testing.B) {
@@ -39,9 +42,22 @@ func BenchmarkSyncSend16(b *testing.B) {
 			benchSyncSend(b, br.NameSrv, nil)
 		})
 	}
+	b.Run("flush=async,gogc=400", func(b *testing.B) {
+		defer withGCPercent(server.DefaultGCPercent)()
+		br := rmqtest.StartConfig(b, server.Config{Flush: "async"})
+		benchSyncSend(b, br.NameSrv, nil)
+	})
 	b.Run("flush=async,broker=child", func(b *testing.B) {
 		benchChildSend(b, "broker", "E2E_DIR="+b.TempDir(), "E2E_FLUSH=async")
 	})
+}
+
+// withGCPercent runs the rest of a benchmark at the collector target the
+// program runs with (server.DefaultGCPercent), client and broker alike
+// (one process), and returns the restore.
+func withGCPercent(p int) func() {
+	prev := server.SetGCPercent(p)
+	return func() { server.SetGCPercent(prev) }
 }
 
 // BenchmarkSyncSend16Null is BenchmarkSyncSend16's workload against the
@@ -52,6 +68,10 @@ func BenchmarkSyncSend16(b *testing.B) {
 // null broker in a child process (client CPU in its own process).
 func BenchmarkSyncSend16Null(b *testing.B) {
 	b.Run("inproc", func(b *testing.B) {
+		benchSyncSend(b, startNullT(b).NameSrv, nil)
+	})
+	b.Run("inproc,gogc=400", func(b *testing.B) {
+		defer withGCPercent(server.DefaultGCPercent)()
 		benchSyncSend(b, startNullT(b).NameSrv, nil)
 	})
 	b.Run("broker=child", func(b *testing.B) { benchChildSend(b, "nullbroker") })

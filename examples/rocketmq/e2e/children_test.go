@@ -46,10 +46,16 @@ func childOrderly() int {
 	return 0
 }
 
-// childBroker runs the broker until SIGTERM or SIGKILL; with
+// childBroker runs the broker until SIGTERM or SIGKILL, at the program's
+// collector target (GOGC when set, else server.DefaultGCPercent); with
 // E2E_CPUPROFILE it writes a CPU profile of its run there (on SIGTERM).
 func childBroker() int {
 	return serveChild(func() (func() error, error) {
+		gogc, err := server.GCPercent()
+		if err != nil {
+			return nil, err
+		}
+		server.SetGCPercent(gogc)
 		s, err := server.Start(server.Config{Dir: os.Getenv("E2E_DIR"), NameSrvAddr: os.Getenv("E2E_NS"),
 			BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-", Flush: os.Getenv("E2E_FLUSH")})
 		if err != nil {

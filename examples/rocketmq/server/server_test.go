@@ -151,3 +151,15 @@ type fakeService struct {
 
 func (f *fakeService) Addr() string { return f.addr }
 func (f *fakeService) Close() error { *f.closed = append(*f.closed, "grpc"); return nil }
+
+func TestGCPercentIsGOGCWhenSetAndDefaultOtherwise(t *testing.T) {
+	for env, want := range map[string]int{"": server.DefaultGCPercent, "off": -1, "50": 50, "800": 800} {
+		t.Setenv("GOGC", env)
+		got, err := server.GCPercent()
+		require.NoError(t, err, env)
+		require.Equal(t, want, got, env)
+	}
+	t.Setenv("GOGC", "half")
+	_, err := server.GCPercent()
+	require.ErrorContains(t, err, `GOGC="half"`)
+}
