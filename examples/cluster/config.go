@@ -70,12 +70,12 @@ type Config struct {
 	// DefaultStoreSegmentSize). The FSM appends every entry to the store
 	// on raft's one FSM goroutine, where each of the store's segment rolls
 	// and each growth of tidwall/wal's in-memory segment buffer (one copy
-	// of the whole buffer, which the Go runtime cannot preempt, so a
-	// garbage collection stopping the goroutines likely waits for it)
-	// stalls the node's applies — on the leader, every produce waiting to
-	// be answered. Smaller segments make many small stalls of what 16 MiB
-	// ones make a few of 10–40 ms each (BenchmarkProduceTrace's stall-ms);
-	// more segments mean more files the store keeps open.
+	// of the whole buffer, which the Go runtime cannot preempt: it keeps
+	// its core for the whole copy) stalls the node's applies — on the
+	// leader, every produce waiting to be answered; nodes sharing cores
+	// stall each other. Smaller segments make many small stalls of what
+	// 16 MiB ones make a few of 10–40 ms each (BenchmarkProduceTrace's
+	// stall-ms); more segments mean more files the store keeps open.
 	StoreSegmentSize int
 
 	ApplyTimeout      time.Duration
