@@ -18,6 +18,10 @@ const (
 	DefaultElectionTimeout   = 1000 * time.Millisecond
 	DefaultLeaderLease       = 500 * time.Millisecond
 	DefaultLevels            = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+	// DefaultStoreSegmentSize is the local store's segment size
+	// (store.Options.SegmentSize), a quarter of the store's own default:
+	// see Config.StoreSegmentSize.
+	DefaultStoreSegmentSize = 4 << 20
 )
 
 // Config configures one node. ID and Dir are required; the zero value of
@@ -61,6 +65,18 @@ type Config struct {
 	// CommitEvery is how often acknowledged consumer offsets are committed
 	// through raft, in one entry for all queues.
 	CommitEvery time.Duration
+
+	// StoreSegmentSize is the local store's segment size (0 =
+	// DefaultStoreSegmentSize). The FSM appends every entry to the store
+	// on raft's one FSM goroutine, where each of the store's segment rolls
+	// and each growth of tidwall/wal's in-memory segment buffer (one copy
+	// of the whole buffer, which the Go runtime cannot preempt: it keeps
+	// its core for the whole copy) stalls the node's applies — on the
+	// leader, every produce waiting to be answered; nodes sharing cores
+	// stall each other. Smaller segments make many small stalls of what
+	// 16 MiB ones make a few of 10–40 ms each (BenchmarkProduceTrace's
+	// stall-ms); more segments mean more files the store keeps open.
+	StoreSegmentSize int
 
 	ApplyTimeout      time.Duration
 	HeartbeatTimeout  time.Duration
@@ -108,6 +124,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CommitEvery <= 0 {
 		c.CommitEvery = DefaultCommitEvery
+	}
+	if c.StoreSegmentSize <= 0 {
+		c.StoreSegmentSize = DefaultStoreSegmentSize
 	}
 	if c.ApplyTimeout <= 0 {
 		c.ApplyTimeout = DefaultApplyTimeout

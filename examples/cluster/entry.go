@@ -132,10 +132,7 @@ func decodeEntry(b []byte) (*entry, error) {
 				e.Split = append(e.Split, int(min(d.uvarint(), maxEntryItems)))
 			}
 		}
-		n := d.count()
-		for i := 0; i < n && d.err == nil; i++ {
-			e.Msgs = append(e.Msgs, d.msg())
-		}
+		e.Msgs = d.msgs(d.count())
 	case kindCommit, kindReset:
 		n := d.count()
 		for i := 0; i < n && d.err == nil; i++ {
@@ -229,6 +226,12 @@ func appendBytes(b []byte, p []byte) []byte {
 type decoder struct {
 	b   []byte
 	err error
+
+	// Set by msgs for the messages of one entry: bodies are cut from one
+	// copy (arena), and a topic repeated from the message before is
+	// shared, so an entry of n messages costs a few allocations, not ~3n.
+	arena []byte
+	topic string
 }
 
 func (d *decoder) fail(what string) {
@@ -296,9 +299,39 @@ func (d *decoder) bytes() []byte {
 	return append([]byte{}, d.raw(n-1)...)
 }
 
+// minMsgBytes is the shortest encoded message (ten fields of at least a
+// byte each): it bounds what msgs allocates for a count.
+const minMsgBytes = 10
+
+// msgs decodes n messages (an entry's batch) into one backing array.
+func (d *decoder) msgs(n int) []*store.Message {
+	if n == 0 || d.err != nil {
+		return nil
+	}
+	if n > len(d.b)/minMsgBytes {
+		d.fail("message count")
+		return nil
+	}
+	d.arena = make([]byte, 0, len(d.b)) // the bodies are part of what is left
+	ms := make([]store.Message, n)
+	out := make([]*store.Message, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		d.msgInto(&ms[i])
+		out = append(out, &ms[i])
+	}
+	d.arena = nil
+	return out
+}
+
 func (d *decoder) msg() *store.Message {
 	m := &store.Message{}
-	m.Topic = d.string()
+	d.msgInto(m)
+	return m
+}
+
+// msgInto decodes one message into m.
+func (d *decoder) msgInto(m *store.Message) {
+	m.Topic = d.topicString()
 	m.QueueID = d.int()
 	m.Tags = d.string()
 	if n := d.count(); n > 0 {
@@ -307,7 +340,7 @@ func (d *decoder) msg() *store.Message {
 			m.Keys = append(m.Keys, d.string())
 		}
 	}
-	m.Body = d.bytes()
+	m.Body = d.body()
 	if n := d.count(); n > 0 {
 		m.Properties = make(map[string]string, n)
 		for i := 0; i < n && d.err == nil; i++ {
@@ -319,5 +352,33 @@ func (d *decoder) msg() *store.Message {
 	m.ReconsumeTimes = d.int()
 	m.LogOffset = d.varint()
 	m.StoredAt = nanosTime(d.varint())
-	return m
+}
+
+// topicString is string, sharing the last topic when it repeats.
+func (d *decoder) topicString() string {
+	p := d.raw(d.uvarint())
+	if string(p) == d.topic { // no allocation for the comparison
+		return d.topic
+	}
+	d.topic = string(p)
+	return d.topic
+}
+
+// body is bytes, copied into the arena when there is one (capped, so an
+// append to one body never writes into the next).
+func (d *decoder) body() []byte {
+	if d.arena == nil {
+		return d.bytes()
+	}
+	n := d.uvarint()
+	if n == 0 || d.err != nil {
+		return nil
+	}
+	p := d.raw(n - 1)
+	if d.err != nil {
+		return nil
+	}
+	at := len(d.arena)
+	d.arena = append(d.arena, p...)
+	return d.arena[at:len(d.arena):len(d.arena)]
 }

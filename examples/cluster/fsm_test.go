@@ -91,3 +91,79 @@ func TestStoreOutOfStepWithTheLogStopsApplying(t *testing.T) {
 	require.ErrorIs(t, r.err, ErrDiverged)
 	require.ErrorIs(t, applyEntry(f, 2, &entry{Kind: kindProduce, Msgs: []*store.Message{msg("t", 0, "c")}}).err, ErrDiverged)
 }
+
+// The messages an entry decodes to are answered to producers, while raft
+// keeps the entry's bytes (its log cache, a lagging follower's next
+// AppendEntries): they share nothing with those bytes, and a producer
+// growing one body cannot write into another's.
+func TestDecodedMessagesShareNothingWithTheEntry(t *testing.T) {
+	e := &entry{Kind: kindProduce, At: time.Unix(1_700_000_000, 0), Msgs: []*store.Message{
+		msg("t", 0, "one"), msg("t", 1, "two"), msg("u", 0, ""), msg("t", 2, "three"),
+	}}
+	b := encodeEntry(e)
+	got, err := decodeEntry(b)
+	require.NoError(t, err)
+	for i := range b {
+		b[i] = 0
+	}
+	require.Equal(t, "one", string(got.Msgs[0].Body))
+	require.Equal(t, "three", string(got.Msgs[3].Body))
+	require.Equal(t, []string{"t", "t", "u", "t"}, []string{got.Msgs[0].Topic, got.Msgs[1].Topic, got.Msgs[2].Topic, got.Msgs[3].Topic})
+	require.NotNil(t, got.Msgs[2].Body, "an empty body stays empty, not nil")
+	got.Msgs[0].Body = append(got.Msgs[0].Body, "!!!"...)
+	require.Equal(t, "two", string(got.Msgs[1].Body))
+	require.Equal(t, "one!!!", string(got.Msgs[0].Body))
+}
+
+// A count no entry of that length can hold is refused before anything is
+// allocated for it.
+func TestDecodeRefusesAMessageCountTheBytesCannotHold(t *testing.T) {
+	b := encodeEntry(&entry{Kind: kindProduce, At: time.Unix(1, 0), Msgs: []*store.Message{msg("t", 0, "x")}})
+	// kind, at, progress, prev, split count, message count: the count is
+	// the byte before the first message's topic length.
+	e := &entry{Kind: kindProduce, At: time.Unix(1, 0)}
+	head := len(encodeEntry(e)) - 1 // the encoded zero message count
+	left := len(b) - head - 1
+	bad := append(append([]byte(nil), b[:head]...), byte(left/minMsgBytes+1)) // <= left: the generic count check passes
+	bad = append(bad, b[head+1:]...)
+	_, err := decodeEntry(bad)
+	require.ErrorIs(t, err, errBadEntry)
+	require.ErrorContains(t, err, "message count")
+}
+
+// BenchmarkFSMApply is the leader's (and every follower's) apply of one
+// 64-producer round: an entry of 46 messages of 1 KiB into a store
+// (SyncNone), decode included.
+func BenchmarkFSMApply(b *testing.B) {
+	f := newFSM(nil, slog.New(slog.DiscardHandler))
+	st, err := store.Open(b.TempDir(), store.Options{Sync: store.SyncNone, Now: f.now})
+	require.NoError(b, err)
+	defer st.Close()
+	f.st = st
+	body := make([]byte, 1024)
+	e := &entry{Kind: kindProduce, At: time.Unix(1_700_000_000, 0)}
+	for i := range 46 {
+		e.Msgs = append(e.Msgs, &store.Message{Topic: "bench", QueueID: i % 8, Body: body})
+	}
+	data := encodeEntry(e)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeEntry(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("apply", func(b *testing.B) {
+		b.ReportAllocs()
+		var i uint64
+		for b.Loop() {
+			i++
+			if r := f.Apply(&raft.Log{Index: i, Type: raft.LogCommand, Data: data}).(applyResult); r.err != nil {
+				b.Fatal(r.err)
+			}
+		}
+	})
+}

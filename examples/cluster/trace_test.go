@@ -102,9 +102,15 @@ func (f *tracedFSM) Apply(l *raft.Log) any {
 	return r
 }
 
+// stallOver is how long a round must take (proposal to answer) for its
+// longest stage to count as a stall: the normal round is ~1–1.5 ms here.
+const stallOver = 3 * time.Millisecond
+
 // report reports the mean of each stage over the entries the leader
 // proposed and traced whole, in µs. The follower that counts is the
-// first to finish its StoreLogs (it makes the majority).
+// first to finish its StoreLogs (it makes the majority). stall-ms sums,
+// over the rounds longer than stallOver, their longest stage (and
+// tN-stall-ms per stage): where the p99 comes from.
 func (t *stageTrace) report(b *testing.B) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -114,6 +120,7 @@ func (t *stageTrace) report(b *testing.B) {
 		"t3a-fbusy", "t5a-ldurable-wait",
 	}
 	sums := make([]float64, len(names))
+	stalls := make([]time.Duration, 7)
 	var n int
 	for _, e := range t.entries {
 		ls, ok1 := e.storeStart[t.leader]
@@ -135,8 +142,15 @@ func (t *stageTrace) report(b *testing.B) {
 			continue
 		}
 		st := []time.Time{e.proposed, ls, le, fs, fe, e.applyStart, e.applyEnd, e.answered}
+		longest := 0
 		for i := range st[1:] {
 			sums[i] += float64(st[i+1].Sub(st[i]).Microseconds())
+			if st[i+1].Sub(st[i]) > st[longest+1].Sub(st[longest]) {
+				longest = i
+			}
+		}
+		if st[7].Sub(st[0]) > stallOver {
+			stalls[longest] += st[longest+1].Sub(st[longest])
 		}
 		// t3a: the part of t3 the follower was still storing an earlier batch.
 		calls := t.stores[fid]
@@ -154,4 +168,12 @@ func (t *stageTrace) report(b *testing.B) {
 		b.ReportMetric(sums[i]/float64(n), name+"-µs")
 	}
 	b.ReportMetric(float64(n), "traced-entries")
+	var all time.Duration
+	for i, d := range stalls {
+		all += d
+		if d > 0 {
+			b.ReportMetric(float64(d.Milliseconds()), names[i][:2]+"-stall-ms")
+		}
+	}
+	b.ReportMetric(float64(all.Milliseconds()), "stall-ms")
 }
