@@ -238,21 +238,7 @@ func TestAuditFilterChangeReplacesNeverRedelivers(t *testing.T) {
 // early and empty at most once per Poll, and a matching arrival wakes it.
 func TestAuditFilterLongPollFlood(t *testing.T) {
 	e := audNew(t, pop.Options{Tick: time.Hour})
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_ = e.st.Append(&store.Message{Topic: "t", Tags: "B", Body: []byte("noise")})
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	defer testkit.Repeat(func() { _ = e.st.Append(&store.Message{Topic: "t", Tags: "B", Body: []byte("noise")}) })()
 
 	const poll = 300 * time.Millisecond
 	windowStart := time.Now()

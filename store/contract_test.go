@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/wal"
@@ -299,30 +300,18 @@ func TestConcurrentAppendsAndReadsStayDenseAndIntact(t *testing.T) {
 			}
 		}()
 	}
-	stop := make(chan struct{})
-	var rg sync.WaitGroup
-	rg.Add(1)
-	go func() {
-		defer rg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			max := s.MaxOffset("t", 0)
-			got, err := s.Read("t", 0, 0, int(max)+1)
-			if assert.NoError(t, err) {
-				assert.GreaterOrEqual(t, len(got), int(min(max, MaxReadBatch)))
-				for i, m := range got {
-					assert.Equal(t, int64(i), m.QueueOffset)
-				}
+	stopReads := testkit.Repeat(func() {
+		max := s.MaxOffset("t", 0)
+		got, err := s.Read("t", 0, 0, int(max)+1)
+		if assert.NoError(t, err) {
+			assert.GreaterOrEqual(t, len(got), int(min(max, MaxReadBatch)))
+			for i, m := range got {
+				assert.Equal(t, int64(i), m.QueueOffset)
 			}
 		}
-	}()
+	})
 	wg.Wait()
-	close(stop)
-	rg.Wait()
+	stopReads()
 	assert.Equal(t, int64(writers/2*per), s.MaxOffset("t", 0))
 	assert.Equal(t, int64(writers*per*2), s.Stats().LogNext)
 }

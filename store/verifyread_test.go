@@ -1,9 +1,10 @@
 package store
 
 import (
-	"sync"
 	"testing"
 
+	"github.com/brokercore/brokercore/internal/testkit"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,24 +19,8 @@ func TestReadsAtTheTailUnderConstantAppendsNeverFailToVerify(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			s := openT(t, t.TempDir(), Options{Sync: mode})
 			require.NoError(t, s.Append(msg("t", 0, "v")))
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			t.Cleanup(func() { close(stop); wg.Wait(); s.Close() })
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if err := s.Append(msg("t", 0, "v")); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			}()
+			stop := testkit.Repeat(func() { assert.NoError(t, s.Append(msg("t", 0, "v"))) })
+			t.Cleanup(func() { stop(); s.Close() })
 			for i := 0; i < 3000; i++ {
 				from := max(0, s.MaxOffset("t", 0)-1)
 				got, err := s.Read("t", 0, from, MaxReadBatch)

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,4 +64,22 @@ func TestCopyCrashImageCopiesTheTreeAndSkipsVanishedFiles(t *testing.T) {
 	require.NoError(t, CopyCrashImage(from2, to2))
 	<-done
 	assert.Error(t, CopyCrashImage(filepath.Join(from2, "missing-root"), to2), "a missing root is still an error")
+}
+
+func TestRepeatCallsUntilStoppedAndStopWaits(t *testing.T) {
+	var calls atomic.Int64
+	var inCall atomic.Bool
+	stop := Repeat(func() {
+		inCall.Store(true)
+		calls.Add(1)
+		inCall.Store(false)
+	})
+	for calls.Load() < 3 {
+		runtime.Gosched()
+	}
+	stop()
+	n := calls.Load()
+	require.False(t, inCall.Load(), "stop returns after the call in progress")
+	stop() // a second stop is harmless
+	require.Equal(t, n, calls.Load(), "no call after stop returned")
 }
