@@ -692,22 +692,11 @@ func testInterleaving(t *testing.T, withFile bool) {
 			e.clk.Advance(500 * time.Millisecond)
 		}
 	}
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Add(1)
-	go func() { // readers of Progress and Stats run alongside (race-clean)
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				_ = s.Progress()
-				_ = s.Stats()
-				runtime.Gosched()
-			}
-		}
-	}()
+	stopReaders := testkit.Repeat(func() { // readers of Progress and Stats run alongside (race-clean)
+		_ = s.Progress()
+		_ = s.Stats()
+		runtime.Gosched()
+	})
 	var fw sync.WaitGroup
 	for w := 0; w < 4; w++ {
 		fw.Add(1)
@@ -728,8 +717,7 @@ func testInterleaving(t *testing.T, withFile bool) {
 		}()
 	}
 	fw.Wait()
-	close(done)
-	wg.Wait()
+	stopReaders()
 	require.NoError(t, s.Start())
 	e.clk.Advance(time.Hour)
 	total := func() int64 {
