@@ -23,15 +23,7 @@ func TestAckOfALiveHandleDoesNotAllocate(t *testing.T) {
 	src.append("T", 0, 400)
 	s := New(src, Options{})
 	defer s.Close()
-	var handles []string
-	for len(handles) < 400 {
-		r, err := s.Pop(context.Background(), Request{Group: "g", Topic: "T", ClientID: "c", Max: MaxBatch, Invisible: time.Minute})
-		require.NoError(t, err)
-		require.NotEmpty(t, r.Messages)
-		for _, d := range r.Messages {
-			handles = append(handles, d.Handle)
-		}
-	}
+	handles := popHandles(t, s, 400)
 	i := 0
 	allocs := testing.AllocsPerRun(len(handles)-1, func() {
 		if err := s.Ack(handles[i]); err != nil {

@@ -90,14 +90,7 @@ func TestConcurrentAcksCommitInOrder(t *testing.T) {
 	offs := &gatedOffsets{MemoryOffsets: NewMemoryOffsets(), commits: map[int][]int64{}}
 	s := New(src, Options{Now: newFakeClock().Now, Offsets: offs})
 	defer s.Close()
-	var handles []string
-	for len(handles) < n {
-		r, err := s.Pop(bg, req0(MaxBatch, time.Hour))
-		require.NoError(t, err)
-		for _, d := range r.Messages {
-			handles = append(handles, d.Handle)
-		}
-	}
+	handles := popHandles(t, s, n)
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
@@ -171,14 +164,7 @@ func TestConcurrentAcksCommitInOrderWithMemoryOffsets(t *testing.T) {
 	s := New(src, Options{Now: newFakeClock().Now, Offsets: offs})
 	defer s.Close()
 	require.True(t, s.commitLocked)
-	var handles []string
-	for len(handles) < n {
-		r, err := s.Pop(bg, req0(MaxBatch, time.Hour))
-		require.NoError(t, err)
-		for _, d := range r.Messages {
-			handles = append(handles, d.Handle)
-		}
-	}
+	handles := popHandles(t, s, n)
 	stop := make(chan struct{})
 	var watch sync.WaitGroup
 	watch.Add(1)
@@ -296,6 +282,22 @@ func TestGetFindsEveryOffsetBehindAStuckHead(t *testing.T) {
 		require.NotNil(t, e, "offset %d", off)
 		require.Equal(t, off, e.off)
 	}
+}
+
+// popHandles pops batches from queue 0 of "T" until it holds at least n
+// handles, and returns them in pop order.
+func popHandles(t *testing.T, s *Service, n int) []string {
+	t.Helper()
+	var handles []string
+	for len(handles) < n {
+		r, err := s.Pop(bg, req0(MaxBatch, time.Hour))
+		require.NoError(t, err)
+		require.NotEmpty(t, r.Messages)
+		for _, d := range r.Messages {
+			handles = append(handles, d.Handle)
+		}
+	}
+	return handles
 }
 
 // popAndAck pops batches from queue 0 of "T" and acks them until n
