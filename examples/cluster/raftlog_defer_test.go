@@ -58,6 +58,17 @@ func waitDurableAsync(s *logStore, index uint64) <-chan error {
 	return ch
 }
 
+// requireNotYet fails when ch answers within 20 ms: something that must
+// wait for a held sync did not (a window, not an expiry).
+func requireNotYet(t *testing.T, ch <-chan error, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatal(what)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
+
 // While the node leads, StoreLogs returns before its fdatasync; the
 // entries are readable at once and durable only once the syncer's sync is
 // through. The next batch is written only after that sync (at most one
@@ -164,11 +175,7 @@ func TestLogStoreDeferredSyncAndSuffixDeletion(t *testing.T) {
 	leading.Store(true)
 	require.NoError(t, s.StoreLogs(entries(6, 7, 2)))
 	wait := waitDurableAsync(s, 7)
-	select {
-	case <-wait:
-		t.Fatal("a rewritten entry counted as durable before its sync")
-	case <-time.After(20 * time.Millisecond):
-	}
+	requireNotYet(t, wait, "a rewritten entry counted as durable before its sync")
 	g.gate <- struct{}{}
 	require.NoError(t, <-wait)
 	requireEntry(t, s, testEntry(7, 2))
@@ -264,11 +271,7 @@ func TestLogStoreEmptiedAndRestartedLowerWaitsForItsSync(t *testing.T) {
 	require.NoError(t, s.StoreLogs(entries(4, 6, 2))) // deferred
 	require.Equal(t, uint64(3), s.durableIndex(), "5 and 6 of the deleted log do not count")
 	wait := waitDurableAsync(s, 6)
-	select {
-	case <-wait:
-		t.Fatal("durable before its sync")
-	case <-time.After(20 * time.Millisecond):
-	}
+	requireNotYet(t, wait, "durable before its sync")
 	g.gate <- struct{}{}
 	require.NoError(t, <-wait)
 	close(g.gate)

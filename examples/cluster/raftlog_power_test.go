@@ -210,11 +210,7 @@ func TestLogStoreReadAfterLeadingWaitsForDeferredWrites(t *testing.T) {
 	leading.Store(false) // deposed: entry 5 may be counted on this disk from now on
 	got := make(chan error, 1)
 	go func() { got <- reads.GetLog(5, &l) }()
-	select {
-	case <-got:
-		t.Fatal("a follower read entry 5 before it was on its disk")
-	case <-time.After(20 * time.Millisecond):
-	}
+	requireNotYet(t, got, "a follower read entry 5 before it was on its disk")
 	p.letGo()
 	require.NoError(t, <-got)
 	require.Equal(t, uint64(6), s.durableIndex())
