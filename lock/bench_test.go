@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/brokercore/brokercore/internal/cpuclock"
 )
 
 // reportOps adds ops/s (wall clock), the unit of the targets, and
@@ -18,7 +20,7 @@ func reportOps(b *testing.B, cpu0 time.Duration, perOp float64) {
 	if cpu0 == 0 || b.N == 0 {
 		return
 	}
-	if cpuPerOp := float64(processCPU()-cpu0) / (float64(b.N) * perOp); cpuPerOp > 0 {
+	if cpuPerOp := float64(cpuclock.Self()-cpu0) / (float64(b.N) * perOp); cpuPerOp > 0 {
 		b.ReportMetric(cpuPerOp, "cpu-ns/op")
 		b.ReportMetric(2e9/cpuPerOp, "ops/s@2cpu")
 	}
@@ -31,7 +33,7 @@ func BenchmarkTryLockRenewalByHolder(b *testing.B) {
 	var ids atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cpuclock.Self()
 	b.RunParallel(func(pb *testing.PB) {
 		id := int(ids.Add(1))
 		client := fmt.Sprintf("client-%d", id)
@@ -78,7 +80,7 @@ func benchContended(b *testing.B, keys int, churn bool) {
 	b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cpuclock.Self()
 	b.RunParallel(func(pb *testing.PB) {
 		id := ids.Add(1)
 		client := fmt.Sprintf("client-%d", id)
@@ -103,7 +105,7 @@ func BenchmarkTryLockBatch32(b *testing.B) {
 	var ids atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cpuclock.Self()
 	b.RunParallel(func(pb *testing.PB) {
 		id := int(ids.Add(1))
 		client := fmt.Sprintf("client-%d", id)

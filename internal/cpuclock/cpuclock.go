@@ -1,6 +1,7 @@
-// Package cpuclock reads CPU time, for the module's benchmarks: on a
-// shared, loaded machine the CPU a benchmark's processes used tells its
-// cost better than the wall clock does.
+// Package cpuclock reads CPU time, for the benchmarks (the packages' and
+// the examples'): on a shared, loaded machine the CPU a benchmark's
+// processes used tells its cost better than the wall clock does. It is
+// internal and imported only by benchmarks and tests.
 package cpuclock
 
 import "time"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokercore/brokercore/examples/rocketmq/internal/cpuclock"
+	"github.com/brokercore/brokercore/internal/cpuclock"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
 )
