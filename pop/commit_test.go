@@ -91,17 +91,7 @@ func TestConcurrentAcksCommitInOrder(t *testing.T) {
 	s := New(src, Options{Now: newFakeClock().Now, Offsets: offs})
 	defer s.Close()
 	handles := popHandles(t, s, n)
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += 8 {
-				require.NoError(t, s.Ack(handles[i]))
-			}
-		}()
-	}
-	wg.Wait()
+	ackConcurrently(t, s, handles, 8)
 	got := offs.commits[0]
 	for i := 1; i < len(got); i++ {
 		require.Less(t, got[i-1], got[i], "commit %d went backwards or repeated: %v", i, got[i-1:i+1])
@@ -185,19 +175,7 @@ func TestConcurrentAcksCommitInOrderWithMemoryOffsets(t *testing.T) {
 			}
 		}
 	}()
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += 8 {
-				if !assert.NoError(t, s.Ack(handles[i])) {
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	ackConcurrently(t, s, handles, 8)
 	close(stop)
 	watch.Wait()
 	c, _ := offs.Committed("g", "T", 0)
@@ -298,6 +276,25 @@ func popHandles(t *testing.T, s *Service, n int) []string {
 		}
 	}
 	return handles
+}
+
+// ackConcurrently acks handles from workers goroutines at once, worker w
+// taking every workers-th handle from the w-th, and waits for them.
+func ackConcurrently(t *testing.T, s *Service, handles []string, workers int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(handles); i += workers {
+				if !assert.NoError(t, s.Ack(handles[i])) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // popAndAck pops batches from queue 0 of "T" and acks them until n
