@@ -246,11 +246,14 @@ func (s *Service) commitFailed(gt *groupTopic, qs *queueState, h handle, low int
 }
 
 // settleAckLocked settles an acked entry and wakes the waiters if that
-// unblocked a FIFO queue.
+// unblocked a FIFO queue. The event is counted even when nobody waits
+// yet: a pop whose round found the queue blocked and that has not taken
+// its waiter slot compares the count in waitForEvent (under gt.mu, as
+// here) and looks again instead of sleeping through the ack.
 func (s *Service) settleAckLocked(gt *groupTopic, qs *queueState, e *entry, inBatch bool) {
 	qs.settle(e)
 	s.st.acks.Add(1)
-	if qs.fifoUsed && gt.waiters.Load() > 0 && ((inBatch && len(qs.fifoMembers()) == 0) || qs.pending() == 0) {
+	if qs.fifoUsed && ((inBatch && len(qs.fifoMembers()) == 0) || qs.pending() == 0) {
 		gt.events.Add(1) // the FIFO queue is unblocked
 		broadcastLocked(gt)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -66,6 +67,60 @@ func TestLongPollWakesOnAckThatUnblocksFIFOQueue(t *testing.T) {
 	o := recvWithin(t, ch)
 	require.NoError(t, o.err)
 	require.Equal(t, []int64{2}, offsetsOf(o.r))
+}
+
+// The ack that unblocks a FIFO queue can land after a pop's round found
+// the queue blocked and before the pop takes its waiter slot: the CI
+// failure of TestAcceptNoLostWakeUpWhenEventRacesTheWait ("unblocking-ack
+// race 0: Pop did not return within 2s"). The steps of popLoop run one by
+// one here with the ack between them; the wait must see it and return.
+func TestUnblockingAckBetweenTheRoundAndTheWaitIsNotLost(t *testing.T) {
+	src, clock := newMemSource(), newFakeClock()
+	src.append("T", 0, 2)
+	s := New(src, Options{Now: clock.Now, Tick: time.Hour})
+	src.onAppend = s.Arrived
+	defer s.Close()
+	first, err := s.Pop(context.Background(), Request{Group: "g", Topic: "T", ClientID: "a", QueueID: 0, Max: 1, Invisible: time.Hour, FIFO: true, AttemptID: "X"})
+	require.NoError(t, err)
+	require.Equal(t, []int64{0}, offsetsOf(first))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := Request{Group: "g", Topic: "T", ClientID: "b", QueueID: 0, Max: 1, Invisible: time.Hour, Poll: time.Minute, FIFO: true, AttemptID: "Y"}
+	filter, err := s.validate(&req)
+	require.NoError(t, err)
+	pc := s.newPopCall(ctx, req, filter, time.Hour)
+	defer func() {
+		if pc.counted {
+			s.uncountWaiter(pc.gt)
+		}
+	}()
+	tok, ok, err := s.acquire(pc)
+	require.NoError(t, err)
+	require.True(t, ok)
+	picks, seq, _, err := s.round(pc, tok)
+	require.NoError(t, err)
+	require.Empty(t, picks, "the queue is blocked by X's message")
+
+	ackAll(t, s, first) // the round is over, the wait not begun
+
+	waited := make(chan error, 1)
+	go func() { waited <- s.waitForEvent(pc, seq) }()
+	select {
+	case err := <-waited:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		cancel()
+		<-waited
+		t.Fatal("the wait slept through the ack that unblocked the queue")
+	}
+	tok, ok, err = s.acquire(pc)
+	require.NoError(t, err)
+	require.True(t, ok)
+	picks, _, _, err = s.round(pc, tok)
+	require.NoError(t, err)
+	require.Len(t, picks, 1)
+	assert.Equal(t, int64(1), picks[0].off)
 }
 
 func TestLongPollWakesOnLockRelease(t *testing.T) {

@@ -48,14 +48,7 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 	if clamped {
 		s.st.clamped.Add(1)
 	}
-	start := time.Now()
-	pc := &popCall{ctx: ctx, req: req, gt: s.groupTopic(req.Group, req.Topic), pollEnd: start.Add(req.Poll),
-		pr:        popReq{fifo: req.FIFO, attempt: req.AttemptID, client: req.ClientID, max: req.Max, inv: inv, filter: filter},
-		fifoRetry: req.FIFO && req.AttemptID != ""}
-	pc.lockEnd = pc.pollEnd
-	if req.Poll <= 0 {
-		pc.lockEnd = start.Add(s.opts.LockWait)
-	}
+	pc := s.newPopCall(ctx, req, filter, inv)
 	defer func() {
 		if pc.counted {
 			s.uncountWaiter(pc.gt)
@@ -67,6 +60,20 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 	}
 	s.countDelivered(pc, picks)
 	return Result{Messages: s.deliveries(pc.gt, picks), Invisible: inv, Clamped: clamped}, nil
+}
+
+// newPopCall starts the clocks of a validated pop: its Poll, and how long
+// a FIFO retry waits for the group@topic lock.
+func (s *Service) newPopCall(ctx context.Context, req Request, filter tagFilter, inv time.Duration) *popCall {
+	start := time.Now()
+	pc := &popCall{ctx: ctx, req: req, gt: s.groupTopic(req.Group, req.Topic), pollEnd: start.Add(req.Poll),
+		pr:        popReq{fifo: req.FIFO, attempt: req.AttemptID, client: req.ClientID, max: req.Max, inv: inv, filter: filter},
+		fifoRetry: req.FIFO && req.AttemptID != ""}
+	pc.lockEnd = pc.pollEnd
+	if req.Poll <= 0 {
+		pc.lockEnd = start.Add(s.opts.LockWait)
+	}
+	return pc
 }
 
 // popLoop runs rounds until something is delivered, the poll ends or an
