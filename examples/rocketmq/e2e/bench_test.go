@@ -64,8 +64,11 @@ func withGCPercent(p int) func() {
 // null broker (nullBroker: the real name server and remoting server, every
 // send answered SUCCESS at once, nothing stored): the floor the official
 // client and this machine leave, whatever a broker does. Compare it with
-// BenchmarkSyncSend16/flush=async in the same run. broker=child runs the
-// null broker in a child process (client CPU in its own process).
+// BenchmarkSyncSend16/flush=async in the same run. The ",wal" row adds the
+// one thing every broker on brokercore's store does per send: a
+// tidwall/wal write of the send's record (nullLog), so no such broker can
+// beat it. broker=child runs the null broker in a child process (client
+// CPU in its own process).
 func BenchmarkSyncSend16Null(b *testing.B) {
 	b.Run("inproc", func(b *testing.B) {
 		benchSyncSend(b, startNullT(b).NameSrv, nil)
@@ -73,6 +76,10 @@ func BenchmarkSyncSend16Null(b *testing.B) {
 	b.Run("inproc,gogc=400", func(b *testing.B) {
 		defer withGCPercent(server.DefaultGCPercent)()
 		benchSyncSend(b, startNullT(b).NameSrv, nil)
+	})
+	b.Run("inproc,gogc=400,wal", func(b *testing.B) {
+		defer withGCPercent(server.DefaultGCPercent)()
+		benchSyncSend(b, startNullLogT(b, b.TempDir()).NameSrv, nil)
 	})
 	b.Run("broker=child", func(b *testing.B) { benchChildSend(b, "nullbroker") })
 }

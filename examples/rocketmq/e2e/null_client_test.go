@@ -2,7 +2,10 @@
 
 package e2e
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+)
 
 // TestNullBrokerAnswersSends: the floor's fake is a broker the official
 // producer works against (so the floor benchmarks measure sends, not
@@ -24,5 +27,28 @@ func TestNullBrokerAnswersSends(t *testing.T) {
 	}
 	if got := s.h.sent.Load(); got != 20 {
 		t.Fatalf("null broker answered %d sends, want 20", got)
+	}
+}
+
+// TestNullBrokerWithLogWritesEverySend: the ",wal" floor rows measure a
+// wal write per send, not a fake one. Every send's body is in the log, in
+// order, with the store-sized record, before its answer.
+func TestNullBrokerWithLogWritesEverySend(t *testing.T) {
+	s := startNullLogT(t, t.TempDir())
+	p := newProducer(t, s.NameSrv)
+	for i := 0; i < 20; i++ {
+		m := newBenchMessage()
+		sendSync(t, p, m)
+		last, err := s.h.log.wl.LastIndex()
+		if err != nil || last != uint64(i+1) {
+			t.Fatalf("after send %d: log last index %d (%v), want %d", i, last, err, i+1)
+		}
+		rec, err := s.h.log.wl.Read(last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec) != len(m.Body)+nullRecordMeta || !bytes.Equal(rec[:len(m.Body)], m.Body) {
+			t.Fatalf("send %d: logged %d bytes, want the %d-byte body and %d more", i, len(rec), len(m.Body), nullRecordMeta)
+		}
 	}
 }
