@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brokercore/brokercore/consumer"
@@ -29,6 +30,9 @@ type Broker struct {
 	sched     *schedule.Scheduler
 	locks     *lock.Table
 	consumers *consumer.Registry
+	// popReady is pop once it exists: the offsets' OnReset, opened before
+	// it, wakes its long polls.
+	popReady atomic.Pointer[pop.Service]
 
 	// closers run in reverse order on Close (and on a failed Open).
 	closers []closer
@@ -50,7 +54,9 @@ type closer struct {
 //     included — wake the pop service's long polls;
 //   - the offset manager persisted at dir/OffsetsFile, which the pop service
 //     commits to, bounded by the store (an offset past a queue's end is
-//     offset.ErrBeyondEnd for Commit and Reset alike);
+//     offset.ErrBeyondEnd for Commit and Reset alike), whose resets wake the
+//     long polls of the queue's topic too (offset.Options.OnReset: the
+//     host's own hook is called after that);
 //   - the pop service, whose dead letters are appended to queue 0 of
 //     DeadLetterPrefix+group (none with Options.NoDeadLetters), and whose
 //     receipt handles are signed with the key in dir/HandleKeyFile (so
@@ -100,6 +106,7 @@ func (b *Broker) open(dir string, opts Options) error {
 	if oo.Bounds == nil {
 		oo.Bounds = st
 	}
+	oo.OnReset = b.wakeOnReset(oo.OnReset)
 	offs, err := offset.Open(oo)
 	if err != nil {
 		return fmt.Errorf("brokercore: offsets: %w", err)
@@ -121,6 +128,7 @@ func (b *Broker) open(dir string, opts Options) error {
 	}
 	svc := pop.New(st, po)
 	b.pop = svc
+	b.popReady.Store(svc)
 	b.add("pop", svc.Close) // pop.New subscribed itself to the store's arrivals; Close cancels it
 
 	if err := os.MkdirAll(filepath.Dir(opts.Schedule.ProgressPath), 0o755); err != nil {
@@ -141,6 +149,20 @@ func (b *Broker) open(dir string, opts Options) error {
 	b.consumers = consumer.New(opts.Consumer)
 	b.add("consumers", b.consumers.Close)
 	return nil
+}
+
+// wakeOnReset is offset.Options.OnReset: a reset makes messages of the
+// queue deliverable again, so the long-polling pops of the topic look
+// again at once instead of when their Poll ends. Then the host's own hook.
+func (b *Broker) wakeOnReset(host func(group, topic string, queueID int, offset int64, epoch uint64)) func(string, string, int, int64, uint64) {
+	return func(group, topic string, queueID int, offset int64, epoch uint64) {
+		if p := b.popReady.Load(); p != nil {
+			p.Arrived(topic, queueID)
+		}
+		if host != nil {
+			host(group, topic, queueID, offset, epoch)
+		}
+	}
 }
 
 func (b *Broker) add(name string, fn func() error) {

@@ -113,6 +113,31 @@ func TestOpenWakesLongPollsWithSchedulerDeliveries(t *testing.T) {
 	assert.Equal(t, []string{"later"}, bodies(a.res))
 }
 
+// An offset reset is a wake-up source: a pop long-polling a queue whose
+// messages were all acked wakes when a reset makes them deliverable again,
+// not when its Poll ends.
+func TestOpenWakesLongPollsOnOffsetReset(t *testing.T) {
+	b := openBroker(t, t.TempDir(), testOptions(newClock()))
+	for _, body := range []string{"a", "b"} {
+		require.NoError(t, b.Store().Append(msg(body)))
+	}
+	req := pop.Request{Group: group, ClientID: "c1", Topic: topic, Max: 2, Invisible: time.Minute}
+	res, err := b.Pop().Pop(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, bodies(res))
+	for _, d := range res.Messages {
+		require.NoError(t, b.Pop().Ack(d.Handle))
+	}
+	req.Poll = time.Minute
+	ch := popAsync(b, req)
+	require.Eventually(t, func() bool { return b.Pop().Stats().Waiters == 1 }, 5*time.Second, time.Millisecond)
+	_, err = b.Offsets().Reset(group, topic, 0, 0)
+	require.NoError(t, err)
+	a := await(t, ch)
+	require.NoError(t, a.err)
+	assert.Equal(t, []string{"a", "b"}, bodies(a.res))
+}
+
 func TestOpenAppendsDeadLettersToAPoppableTopic(t *testing.T) {
 	clk := newClock()
 	opts := testOptions(clk)

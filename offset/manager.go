@@ -79,12 +79,13 @@ type Manager struct {
 	entries *xsync.MapOf[key, *entry]
 	// claims holds the keys without an entry whose epoch (0) a fenced
 	// committer has read: a pop serving a queue nobody committed yet.
-	claims *xsync.MapOf[key, struct{}]
-	bounds Bounds
-	fs     fsx.FS
-	floor  atomic.Uint64 // highest epoch of any removed entry: epochs of a re-created key start above it
-	dirty  atomic.Bool
-	closed atomic.Bool
+	claims  *xsync.MapOf[key, struct{}]
+	bounds  Bounds
+	onReset func(group, topic string, queueID int, offset int64, epoch uint64)
+	fs      fsx.FS
+	floor   atomic.Uint64 // highest epoch of any removed entry: epochs of a re-created key start above it
+	dirty   atomic.Bool
+	closed  atomic.Bool
 
 	// persistMu serializes writing the file and every epoch change (Reset,
 	// Clone), so a reset's new epoch is on disk before anyone can see it.
@@ -151,6 +152,7 @@ func Open(opts Options) (*Manager, error) {
 		entries: xsync.NewMapOfWithHasher[key, *entry](hashKey),
 		claims:  xsync.NewMapOfWithHasher[key, struct{}](hashKey),
 		bounds:  opts.Bounds,
+		onReset: opts.OnReset,
 		fs:      opts.fs,
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -320,7 +322,7 @@ func (m *Manager) fencingCommit(k key, e *entry, offset int64) error {
 	m.claims.Delete(k)
 	e.commits.Add(1)
 	m.st.fencing.Add(1)
-	if _, err := m.resetKeys("fencing commit", []record{{key: k, offset: offset}}); err != nil {
+	if _, err := m.reset("fencing commit", []record{{key: k, offset: offset}}); err != nil {
 		return err
 	}
 	return nil

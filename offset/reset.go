@@ -28,7 +28,7 @@ func (m *Manager) Reset(group, topic string, queueID int, offset int64) (epoch u
 	if err := m.checkEnd("reset", group, topic, queueID, offset); err != nil {
 		return 0, err
 	}
-	epochs, err := m.resetKeys("reset", []record{{key: key{group, topic, queueID}, offset: offset}})
+	epochs, err := m.reset("reset", []record{{key: key{group, topic, queueID}, offset: offset}})
 	if err != nil {
 		return 0, err
 	}
@@ -76,8 +76,21 @@ func (m *Manager) Clone(from, to string) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	_, err := m.resetKeys("clone", rs)
+	_, err := m.reset("clone", rs)
 	return err
+}
+
+// reset applies rs (resetKeys) and then tells Options.OnReset of each
+// key, outside persistMu.
+func (m *Manager) reset(op string, rs []record) ([]uint64, error) {
+	epochs, err := m.resetKeys(op, rs)
+	if err != nil || m.onReset == nil {
+		return epochs, err
+	}
+	for i, r := range rs {
+		m.onReset(r.group, r.topic, r.queue, r.offset, epochs[i])
+	}
+	return epochs, nil
 }
 
 // resetKeys gives each record a new epoch, writes the file with them, then

@@ -224,7 +224,6 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 			httpError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		s.broker.WakeQueue(topic, id)
 		s.log.Info("offset reset", "group", group, "topic", topic, "queue", id, "offset", target, "epoch", e)
 		out = append(out, resetResult{Queue: id, Offset: target, Epoch: e})
 	}

@@ -236,6 +236,17 @@ func coreOptions(cfg Config, late *atomic.Pointer[remoting.Broker]) brokercore.O
 			userLock(ev)
 		}
 	}
+	// Every offset reset (the admin endpoint's, or any other) wakes the
+	// remoting pulls suspended on the queue; brokercore.Open wakes the pops.
+	userReset := co.Offset.OnReset
+	co.Offset.OnReset = func(group, topic string, queueID int, offset int64, epoch uint64) {
+		if b := late.Load(); b != nil {
+			b.WakeQueue(topic, queueID)
+		}
+		if userReset != nil {
+			userReset(group, topic, queueID, offset, epoch)
+		}
+	}
 	return co
 }
 

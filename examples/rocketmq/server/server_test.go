@@ -1,16 +1,19 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
+	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/require"
 )
@@ -113,6 +116,48 @@ func TestAdminResetByOffsetAndTimeAndBadInput(t *testing.T) {
 	code, body = get(t, "http://"+s.MetricsAddr()+"/admin/offsets?group=g&topic=t")
 	require.Equal(t, http.StatusOK, code)
 	require.True(t, strings.Contains(body, `"committed":5`), body)
+}
+
+// An admin reset wakes a pop long-polling the queue (gRPC receives are
+// pops) at once, and the host's own OnReset still hears of it.
+func TestAdminResetWakesLongPollingPopsAndCallsTheHostsHook(t *testing.T) {
+	var mu sync.Mutex
+	var heard []string
+	cfg := server.Config{}
+	cfg.Core.Offset.OnReset = func(group, topic string, queueID int, offset int64, _ uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, fmt.Sprintf("%s/%s/%d@%d", group, topic, queueID, offset))
+	}
+	s := start(t, cfg)
+	_, err := s.Topics().Ensure("t", 1)
+	require.NoError(t, err)
+	require.NoError(t, s.Core().Store().Append(&store.Message{Topic: "t", Body: []byte("x")}))
+	req := pop.Request{Group: "g", Topic: "t", ClientID: "c", Max: 1, Invisible: time.Minute}
+	res, err := s.Core().Pop().Pop(context.Background(), req)
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 1)
+	require.NoError(t, s.Core().Pop().Ack(res.Messages[0].Handle))
+
+	req.Poll = time.Minute
+	done := make(chan pop.Result, 1)
+	go func() {
+		r, _ := s.Core().Pop().Pop(context.Background(), req)
+		done <- r
+	}()
+	require.Eventually(t, func() bool { return s.Core().Pop().Stats().Waiters == 1 }, 5*time.Second, time.Millisecond)
+	code, body := post(t, "http://"+s.MetricsAddr()+"/admin/reset?group=g&topic=t&offset=0")
+	require.Equal(t, http.StatusOK, code, body)
+	select {
+	case r := <-done:
+		require.Len(t, r.Messages, 1)
+		require.Equal(t, int64(0), r.Messages[0].Message.QueueOffset)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-polling pop slept through the reset")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"g/t/0@0"}, heard)
 }
 
 func TestStartFailsCleanlyOnBusyPort(t *testing.T) {
