@@ -322,7 +322,7 @@ func (b *Broker) arrived(topic string, queueID int, _ int64) {
 }
 
 // WakeQueue wakes the long polls of a queue, so they look at it again:
-// the admin reset calls it after offset.Manager.Reset.
+// the server's offset.Options.OnReset calls it after every reset.
 func (b *Broker) WakeQueue(topic string, queueID int) { b.arrived(topic, queueID, 0) }
 
 // arrival returns a channel closed at the next arrival in the queue. Take
