@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/brokercore/brokercore/consumer"
@@ -30,9 +29,6 @@ type Broker struct {
 	sched     *schedule.Scheduler
 	locks     *lock.Table
 	consumers *consumer.Registry
-	// popReady is pop once it exists: the offsets' OnReset, opened before
-	// it, wakes its long polls.
-	popReady atomic.Pointer[pop.Service]
 
 	// closers run in reverse order on Close (and on a failed Open).
 	closers []closer
@@ -128,7 +124,6 @@ func (b *Broker) open(dir string, opts Options) error {
 	}
 	svc := pop.New(st, po)
 	b.pop = svc
-	b.popReady.Store(svc)
 	b.add("pop", svc.Close) // pop.New subscribed itself to the store's arrivals; Close cancels it
 
 	if err := os.MkdirAll(filepath.Dir(opts.Schedule.ProgressPath), 0o755); err != nil {
@@ -154,10 +149,12 @@ func (b *Broker) open(dir string, opts Options) error {
 // wakeOnReset is offset.Options.OnReset: a reset makes messages of the
 // queue deliverable again, so the long-polling pops of the topic look
 // again at once instead of when their Poll ends. Then the host's own hook.
+// Resets come through Broker.Offsets, after Open set b.pop (nothing Open
+// runs resets an offset), so b.pop is read without a lock.
 func (b *Broker) wakeOnReset(host func(group, topic string, queueID int, offset int64, epoch uint64)) func(string, string, int, int64, uint64) {
 	return func(group, topic string, queueID int, offset int64, epoch uint64) {
-		if p := b.popReady.Load(); p != nil {
-			p.Arrived(topic, queueID)
+		if b.pop != nil {
+			b.pop.Arrived(topic, queueID)
 		}
 		if host != nil {
 			host(group, topic, queueID, offset, epoch)

@@ -63,12 +63,12 @@ type Options struct {
 
 	// OnReset, if set, is called after every key a Reset, ResetToTime or
 	// Clone moved (and a plain Commit on a key a fenced committer serves,
-	// which counts as a reset of it): once the new offset and epoch are persisted and visible
-	// (Committed and Epoch inside the call already answer them), in the
-	// order of the call's keys, never under the manager's locks. A reset
-	// that fails calls nothing. brokercore.Open uses it to wake the
-	// long-polling pops of the queue, for which a reset makes messages
-	// deliverable again.
+	// which counts as a reset of it): once the new offset and epoch are
+	// persisted and visible (Committed and Epoch inside the call already
+	// answer them), in the order of the call's keys, never under the
+	// manager's locks. A reset that fails calls nothing. brokercore.Open
+	// uses it to wake the long-polling pops of the queue, for which a
+	// reset makes messages deliverable again.
 	OnReset func(group, topic string, queueID int, offset int64, epoch uint64)
 
 	// fs is the file system of the offset file (nil = fsx.OS); tests put a
