@@ -13,21 +13,7 @@ import (
 
 // validate checks one message of a batch; it changes nothing.
 func (s *Store) validate(i int, m *Message) error {
-	switch {
-	case m == nil:
-		return fmt.Errorf("%w: message %d is nil", ErrInvalid, i)
-	case m.Topic == "":
-		return fmt.Errorf("%w: message %d has an empty topic", ErrInvalid, i)
-	case len(m.Topic) > maxTopicLength:
-		return fmt.Errorf("%w: message %d topic is %d bytes, limit %d", ErrInvalid, i, len(m.Topic), maxTopicLength)
-	case m.QueueID < 0 || m.QueueID > maxQueueID:
-		return fmt.Errorf("%w: message %d has queue %d", ErrInvalid, i, m.QueueID)
-	case len(m.Body) > s.opts.MaxMessageSize:
-		return fmt.Errorf("%w: message %d body is %d bytes, limit %d", ErrInvalid, i, len(m.Body), s.opts.MaxMessageSize)
-	case metaSize(m) > MaxMetadataSize:
-		return fmt.Errorf("%w: message %d metadata is %d bytes, limit %d", ErrInvalid, i, metaSize(m), MaxMetadataSize)
-	}
-	return nil
+	return checkMessage(i, m, s.opts.MaxMessageSize)
 }
 
 // waiter is an Append waiting for the fsync that covers log offsets below
