@@ -11,7 +11,7 @@ import (
 // goroutine and no clock: callers pass now and apply what the log says. The
 // Manager holds its mutex around every call.
 //
-// Invariants: every id in pending is a half below halfNext with no closing
+// Invariants: every id in pending is a half seen by c.half with no closing
 // op record ingested; an entry is in the heap exactly when no append about
 // it is in flight (busy false), and an uncertain entry stays busy until a
 // restart; outcome holds at most remember closed ids.
@@ -25,8 +25,8 @@ type core struct {
 	outcome   map[int64]Resolution
 	closed    []closedID // FIFO of outcome's ids, for eviction and progress
 	early     map[int64][]opKind
-	halfNext  int64 // next HalfTopic offset to ingest
-	opNext    int64 // next OpTopic offset to ingest
+	half      frontier // HalfTopic's ingested offsets
+	op        frontier // OpTopic's
 	baseOp    int64 // op floor of halves that do not say theirs
 	uncertain int
 
@@ -53,22 +53,24 @@ func newCore(o Options, halfNext, opNext int64) *core {
 	return &core{
 		timeout: o.TransactionTimeout, interval: o.CheckInterval, checkMax: o.CheckMax, remember: o.Remember,
 		pending: make(map[int64]*entry), outcome: make(map[int64]Resolution), early: make(map[int64][]opKind),
-		halfNext: halfNext, opNext: opNext, baseOp: opNext,
+		half: frontier{next: halfNext}, op: frontier{next: opNext}, baseOp: opNext,
 	}
 }
 
-// addHalf ingests the half record at offset h.id.
+// addHalf ingests the half h (its offset already marked in c.half).
 func (c *core) addHalf(h halfInfo) {
-	if h.id < c.halfNext {
+	if _, ok := c.pending[h.id]; ok {
 		return
 	}
-	c.halfNext = h.id + 1
+	if _, ok := c.outcome[h.id]; ok {
+		return
+	}
 	wait := c.timeout
 	if h.immunity > 0 {
 		wait = h.immunity
 	}
 	floor := h.opFloor
-	if floor < 0 || floor > c.opNext {
+	if floor < 0 {
 		floor = c.baseOp
 	}
 	e := &entry{id: h.id, group: h.group, at: h.storedAt.Add(wait), opFloor: floor, idx: -1}
@@ -81,39 +83,71 @@ func (c *core) addHalf(h halfInfo) {
 	delete(c.early, h.id)
 }
 
-// ingestHalf ingests record m of HalfTopic. In order (gap false) it takes
-// only the next offset and reports false for any other; with gap true it
-// steps past offsets the log no longer has (damaged, retained).
-func (c *core) ingestHalf(m *store.Message, gap bool) bool {
-	switch {
-	case m.QueueOffset < c.halfNext:
-		return true
-	case m.QueueOffset > c.halfNext && !gap:
-		return false
+// ingestHalf ingests record m of HalfTopic. own says the Manager appended
+// it itself: it may then be ahead of records other appends have not
+// ingested yet. A record read from the log (own false) past the frontier
+// steps over offsets the log no longer has (damaged, retained).
+func (c *core) ingestHalf(m *store.Message, own bool) {
+	if c.half.seen(m.QueueOffset) {
+		return
 	}
+	c.half.mark(m.QueueOffset, own)
 	if h, ok := parseHalf(m); ok {
-		c.halfNext = m.QueueOffset
 		c.addHalf(h)
-		return true
+		return
 	}
-	c.halfNext = m.QueueOffset + 1
 	delete(c.early, m.QueueOffset)
-	return true
 }
 
 // ingestOp ingests record m of OpTopic, with ingestHalf's rules.
-func (c *core) ingestOp(m *store.Message, gap bool) bool {
-	switch {
-	case m.QueueOffset < c.opNext:
-		return true
-	case m.QueueOffset > c.opNext && !gap:
-		return false
+func (c *core) ingestOp(m *store.Message, own bool) {
+	if c.op.seen(m.QueueOffset) {
+		return
 	}
-	c.opNext = m.QueueOffset + 1
+	c.op.mark(m.QueueOffset, own)
 	if id, k, ok := parseOp(m); ok {
 		c.applyOp(id, k, m.StoredAt)
 	}
-	return true
+}
+
+// frontier is how far a queue has been ingested: every offset below next,
+// and the offsets in ahead (own records that landed before others).
+type frontier struct {
+	next  int64
+	ahead map[int64]struct{}
+}
+
+func (f *frontier) seen(off int64) bool {
+	if off < f.next {
+		return true
+	}
+	_, ok := f.ahead[off]
+	return ok
+}
+
+func (f *frontier) mark(off int64, own bool) {
+	if own && off > f.next {
+		if f.ahead == nil {
+			f.ahead = make(map[int64]struct{})
+		}
+		f.ahead[off] = struct{}{}
+		return
+	}
+	if off >= f.next {
+		f.next = off + 1
+	}
+	for a := range f.ahead {
+		if a < f.next {
+			delete(f.ahead, a)
+		}
+	}
+	for {
+		if _, ok := f.ahead[f.next]; !ok {
+			return
+		}
+		delete(f.ahead, f.next)
+		f.next++
+	}
 }
 
 // drop forgets open transaction id whose half the log no longer has.
@@ -134,13 +168,12 @@ func (c *core) drop(id int64) {
 
 // applyOp ingests an op record stored at `at`: k happened to transaction id.
 func (c *core) applyOp(id int64, k opKind, at time.Time) {
-	if id >= c.halfNext {
-		c.early[id] = append(c.early[id], k) // a foreign writer's half not ingested yet
-		return
-	}
 	e, ok := c.pending[id]
 	if !ok {
-		return // closed already, forgotten, or not a half: nothing to do
+		if !c.half.seen(id) {
+			c.early[id] = append(c.early[id], k) // a foreign writer's half not ingested yet
+		}
+		return // else closed already, forgotten, or not a half: nothing to do
 	}
 	if !k.resolves() {
 		e.checks++
@@ -273,7 +306,7 @@ func (c *core) nextDue() (time.Time, bool) {
 // transaction and every remembered outcome: HalfTopic's and OpTopic's
 // offsets. O(pending + remembered).
 func (c *core) floors() (half, op int64) {
-	half, op = c.halfNext, c.opNext
+	half, op = c.half.next, c.op.next
 	for id, e := range c.pending {
 		half, op = min(half, id), min(op, e.opFloor)
 	}

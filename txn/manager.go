@@ -87,7 +87,7 @@ func New(log Log, opts Options) (*Manager, error) {
 	}
 	s := m.c.snapshot()
 	m.lg.Info("transactions rebuilt from the log", "from_half", half, "from_op", op,
-		"half_next", m.c.halfNext, "op_next", m.c.opNext, "pending", s.Pending)
+		"half_next", m.c.half.next, "op_next", m.c.op.next, "pending", s.Pending)
 	return m, nil
 }
 
@@ -233,38 +233,43 @@ func (m *Manager) append(batch []*store.Message, ids ...int64) error {
 	return nil
 }
 
-// ingestOwn applies records the Manager appended itself: in order when
-// nothing else was appended to the half or op queue in between, else by
-// reading the log from where ingestion stands.
+// ingestOwn applies records the Manager appended itself, at once, even
+// when a concurrent append's records are not ingested yet. Should records
+// of another writer hold the frontier back (maxAhead own records past it),
+// the log is read from there.
 func (m *Manager) ingestOwn(batch []*store.Message) {
 	m.mu.Lock()
-	inOrder := true
 	for _, r := range batch {
 		switch r.Topic {
 		case HalfTopic:
-			inOrder = m.c.ingestHalf(r, false) && inOrder
+			m.c.ingestHalf(r, true)
 		case OpTopic:
-			inOrder = m.c.ingestOp(r, false) && inOrder
+			m.c.ingestOp(r, true)
 		}
 	}
+	behind := len(m.c.half.ahead) > maxAhead || len(m.c.op.ahead) > maxAhead
 	m.cond.Broadcast()
 	m.mu.Unlock()
-	if !inOrder {
+	if behind {
 		if err := m.catchUp(); err != nil {
 			m.lg.Error("catch-up read failed", "err", err)
 		}
 	}
 }
 
+// maxAhead is how many own records may be ingested past a gap before
+// ingestOwn reads the log to fill it.
+const maxAhead = 1024
+
 // catchUp reads the half queue, then the op queue, from where ingestion
 // stands to their ends.
 func (m *Manager) catchUp() error {
 	m.ingestMu.Lock()
 	defer m.ingestMu.Unlock()
-	if err := m.readQueue(HalfTopic, func() int64 { return m.c.halfNext }, m.c.ingestHalf); err != nil {
+	if err := m.readQueue(HalfTopic, func() int64 { return m.c.half.next }, m.c.ingestHalf); err != nil {
 		return err
 	}
-	if err := m.readQueue(OpTopic, func() int64 { return m.c.opNext }, m.c.ingestOp); err != nil {
+	if err := m.readQueue(OpTopic, func() int64 { return m.c.op.next }, m.c.ingestOp); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -273,7 +278,7 @@ func (m *Manager) catchUp() error {
 	return nil
 }
 
-func (m *Manager) readQueue(topic string, next func() int64, ingest func(*store.Message, bool) bool) error {
+func (m *Manager) readQueue(topic string, next func() int64, ingest func(*store.Message, bool)) error {
 	for {
 		m.mu.Lock()
 		from := next()
@@ -297,7 +302,7 @@ func (m *Manager) readQueue(topic string, next func() int64, ingest func(*store.
 		}
 		m.mu.Lock()
 		for _, r := range msgs {
-			ingest(r, true)
+			ingest(r, false)
 		}
 		m.mu.Unlock()
 	}

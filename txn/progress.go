@@ -98,7 +98,7 @@ func (m *Manager) saveProgress() error {
 	}
 	m.mu.Lock()
 	half, op := m.c.floors()
-	p := progress{half: half, op: op, halfNext: m.c.halfNext, opNext: m.c.opNext}
+	p := progress{half: half, op: op, halfNext: m.c.half.next, opNext: m.c.op.next}
 	m.mu.Unlock()
 	if err := fsx.WriteFile(m.opts.FS, m.opts.ProgressPath, encodeProgress(p), 0o644); err != nil {
 		m.lg.Error("progress not written", "path", m.opts.ProgressPath, "err", err)
