@@ -27,7 +27,7 @@ type core struct {
 	early     map[int64][]opKind
 	half      frontier // HalfTopic's ingested offsets
 	op        frontier // OpTopic's
-	baseOp    int64 // op floor of halves that do not say theirs
+	baseOp    int64    // op floor of halves that do not say theirs
 	uncertain int
 
 	stats Stats
