@@ -34,6 +34,8 @@ var systemProps = map[string]bool{
 	brokercore.PropDLQOriginOffset: true, brokercore.PropDLQOriginMessageID: true,
 	"TAGS": true, "KEYS": true, "REAL_TOPIC": true, "REAL_QID": true, "DELAY": true,
 	"WAIT": true, "TRAN_MSG": true, "MIN_OFFSET": true, "MAX_OFFSET": true,
+	"PGROUP": true, "TRAN_PREPARED_QUEUE_OFFSET": true, "CHECK_IMMUNITY_TIME_IN_SECONDS": true,
+	"TRANSACTION_CHECK_TIMES": true, "__transactionId__": true,
 }
 
 // messageID is the id a client sees: the producer's UNIQ_KEY, or one made

@@ -101,7 +101,7 @@ func TestBadSendsAreRefusedWithTheirCodeAndNothingStored(t *testing.T) {
 		"fifo no group":   {msg(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_FIFO }), v2.Code_ILLEGAL_MESSAGE_GROUP},
 		"delay no time":   {msg(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_DELAY }), v2.Code_ILLEGAL_DELIVERY_TIME},
 		"normal w/ group": {msg(func(m *v2.Message) { m.SystemProperties.MessageGroup = tag("g") }), v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
-		"transaction":     {msg(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_TRANSACTION }), v2.Code_NOT_IMPLEMENTED},
+		"transaction":     {msg(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_TRANSACTION }), v2.Code_BAD_REQUEST}, // not in a batch
 		"delay too far": {msg(func(m *v2.Message) {
 			m.SystemProperties.MessageType = v2.MessageType_DELAY
 			m.SystemProperties.DeliveryTimestamp = timestamppb.New(time.Now().Add(3 * 365 * 24 * time.Hour))
@@ -122,7 +122,7 @@ func TestBadSendsAreRefusedWithTheirCodeAndNothingStored(t *testing.T) {
 	}
 	end, err := c.EndTransaction(ctx, &v2.EndTransactionRequest{Topic: &v2.Resource{Name: "bad"}, MessageId: "01ABC", TransactionId: "x"})
 	require.NoError(t, err)
-	assert.Equal(t, v2.Code_NOT_IMPLEMENTED, end.GetStatus().GetCode())
+	assert.Equal(t, v2.Code_INVALID_TRANSACTION_ID, end.GetStatus().GetCode())
 }
 
 // TestBadHandlesAndFiltersAreRefused: a forged handle is refused with

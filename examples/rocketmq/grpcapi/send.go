@@ -44,6 +44,9 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 		}
 		msgs = append(msgs, m)
 	}
+	if resp := s.sendHalf(ctx, req, msgs); resp != nil { // transaction.go
+		return resp, nil
+	}
 	if err := s.b.Store().Append(msgs...); err != nil {
 		code := v2.Code_INTERNAL_ERROR
 		if errors.Is(err, store.ErrInvalid) {
@@ -160,7 +163,7 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 		m.QueueID = int(s.rr.Add(1) % uint64(queues))
 		return s.delay(m, sp.GetDeliveryTimestamp().AsTime())
 	case v2.MessageType_TRANSACTION:
-		return nil, status(v2.Code_NOT_IMPLEMENTED, "transactional messages are not implemented by this broker")
+		return s.asTransactional(m, sp, queues) // transaction.go
 	default:
 		return nil, status(v2.Code_BAD_REQUEST, "unknown message type %v", typ)
 	}

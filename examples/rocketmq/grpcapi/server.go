@@ -46,8 +46,9 @@ type Server struct {
 	tls  *tls.Config
 	gs   *grpc.Server
 
-	clients *clientTable
-	rr      atomic.Uint64 // round robin of normal sends
+	clients   *clientTable
+	producers producerStreams // Telemetry streams of producers, for transaction checks
+	rr        atomic.Uint64   // round robin of normal sends
 
 	attemptPrefix string        // server-made FIFO attempt ids: prefix + counter
 	attempts      atomic.Uint64 // of receives that carry none

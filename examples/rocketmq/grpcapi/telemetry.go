@@ -56,9 +56,16 @@ func (s *Server) Telemetry(stream grpc.BidiStreamingServer[v2.TelemetryCommand, 
 	var first *v2.Settings
 	var hold <-chan time.Time
 	answered := false
+	ps := &producerStream{client: id, push: make(chan *v2.TelemetryCommand, pushQueue)} // transaction.go
+	defer s.producers.remove(ps)
 	for {
 		select {
+		case cmd := <-ps.push: // a transaction check for this producer
+			if err := stream.Send(cmd); err != nil {
+				return err
+			}
 		case st := <-cmds:
+			s.producers.publishing(ps, st, s.opts.Now())
 			answer := s.settingsFor(id, st, lang)
 			if answered {
 				continue
