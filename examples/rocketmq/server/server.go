@@ -146,6 +146,7 @@ func Start(cfg Config) (s *Server, err error) {
 			return s, fmt.Errorf("grpc listener: %w", err)
 		}
 	}
+	s.startTransactions() // server/txn.go
 	s.log.Info("rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "metrics", s.MetricsAddr(),
 		"grpc", s.GRPCAddr(), "dir", cfg.Dir)
 	return s, nil
