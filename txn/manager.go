@@ -21,8 +21,10 @@ type Log interface {
 }
 
 // Check is one check-back: ask a producer of Group whether transaction ID
-// committed. Message is the transaction's message on its real topic, with
-// PropCheckTimes set; the Checker owns it.
+// committed. Message is the transaction's message on its real topic and
+// queue, with PropCheckTimes set; its QueueOffset, LogOffset and StoredAt
+// are the half's (QueueOffset is ID), which protocols hand the producer
+// back. The Checker owns it.
 type Check struct {
 	ID      int64
 	Group   string
@@ -349,6 +351,7 @@ func (m *Manager) Stats() Stats {
 // checkView is the message a Checker receives for half h.
 func checkView(h *store.Message, checks int) *store.Message {
 	v := restore(h)
+	v.QueueOffset, v.LogOffset, v.StoredAt = h.QueueOffset, h.LogOffset, h.StoredAt
 	v.Properties[PropCheckTimes] = strconv.Itoa(checks)
 	return v
 }

@@ -103,6 +103,10 @@ func TestCheckBackFirstAfterTimeoutThenEveryIntervalThenRolledBackAtTheLimit(t *
 	assert.Equal(t, "orders", c.Message.Topic)
 	assert.Equal(t, 1, c.Message.QueueID)
 	assert.Equal(t, "1", c.Message.Properties[PropCheckTimes])
+	assert.Equal(t, id, c.Message.QueueOffset, "the half's offsets")
+	half, err := r.log.Read(HalfTopic, 0, id, 1)
+	require.NoError(t, err)
+	assert.Equal(t, half[0].LogOffset, c.Message.LogOffset)
 
 	for i := 2; i <= 3; i++ {
 		r.clk.Advance(DefaultCheckInterval - time.Millisecond)
