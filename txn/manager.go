@@ -132,6 +132,17 @@ func (m *Manager) Rollback(id int64) error { return m.End(id, Rollback, FromClie
 // already has answers nil and appends nothing; the opposite one answers
 // ErrAlreadyResolved. An unknown id answers ErrNotFound.
 func (m *Manager) End(id int64, r Resolution, src Source) error {
+	return m.EndVerified(id, r, src, nil)
+}
+
+// EndVerified is End with a check of the transaction's message before
+// anything is appended: verify gets the message on its real topic (as Half
+// returns it) and an error from it refuses the resolution, changing
+// nothing (the error is returned wrapped). A protocol checks with it that
+// the producer names the half it means (its message id, its group) without
+// a second read of the log. verify is not called for a resolution that is
+// repeated or refused, nor for Unknown.
+func (m *Manager) EndVerified(id int64, r Resolution, src Source, verify func(*store.Message) error) error {
 	if r != Commit && r != Rollback && r != Unknown {
 		return fmt.Errorf("%w: resolution %d", ErrInvalid, int(r))
 	}
@@ -167,15 +178,25 @@ func (m *Manager) End(id int64, r Resolution, src Source) error {
 			continue
 		}
 		m.mu.Unlock()
-		return m.resolve(id, r, src)
+		return m.resolve(id, r, src, verify)
 	}
 }
 
 // resolve appends the records of resolution r of busy transaction id.
-func (m *Manager) resolve(id int64, r Resolution, src Source) error {
+func (m *Manager) resolve(id int64, r Resolution, src Source, verify func(*store.Message) error) error {
 	h, err := m.readHalf(id)
 	if err != nil {
 		return err
+	}
+	if verify != nil {
+		if err := verify(restore(h)); err != nil {
+			m.mu.Lock()
+			m.c.abort(id, false)
+			m.cond.Broadcast()
+			m.mu.Unlock()
+			m.lg.Warn("resolution refused by its verification", "id", id, "resolution", r, "source", src, "err", err)
+			return fmt.Errorf("txn: %s %d: %w", r, id, err)
+		}
 	}
 	var batch []*store.Message
 	k := opRollback

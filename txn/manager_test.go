@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -262,4 +263,21 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	r := newRig(t, Options{})
 	_, err = New(r.log, Options{CheckMax: -1})
 	assert.ErrorIs(t, err, ErrInvalid)
+}
+
+func TestEndVerifiedRefusesWhatItsCheckRefusesAndChangesNothing(t *testing.T) {
+	r := newRig(t, Options{})
+	id := r.prepare("orders", "a")
+	errWrong := errors.New("not the producer's message")
+	var seen *store.Message
+	err := r.m.EndVerified(id, Commit, FromClient, func(m *store.Message) error { seen = m; return errWrong })
+	assert.ErrorIs(t, err, errWrong)
+	assert.Equal(t, "orders", seen.Topic, "verify sees the message on its real topic")
+	assert.True(t, r.m.Pending(id))
+	assert.Empty(t, r.delivered("orders"))
+	require.NoError(t, r.m.EndVerified(id, Commit, FromClient, func(*store.Message) error { return nil }))
+	called := false
+	require.NoError(t, r.m.EndVerified(id, Commit, FromClient, func(*store.Message) error { called = true; return errWrong }))
+	assert.False(t, called, "a repeated resolution is not verified again")
+	assert.Equal(t, []string{"a"}, r.delivered("orders"))
 }

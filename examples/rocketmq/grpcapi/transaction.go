@@ -131,12 +131,6 @@ func (s *Server) EndTransaction(ctx context.Context, req *v2.EndTransactionReque
 	if !okID {
 		return reject(status(v2.Code_INVALID_TRANSACTION_ID, "transaction id %q was not issued by this broker", req.GetTransactionId()))
 	}
-	if h, err := tm.Half(id); err == nil {
-		if h.Topic != req.GetTopic().GetName() || h.Properties[PropUniqKey] != req.GetMessageId() {
-			return reject(status(v2.Code_INVALID_TRANSACTION_ID, "transaction %q is not message %q of topic %q",
-				req.GetTransactionId(), req.GetMessageId(), req.GetTopic().GetName()))
-		}
-	}
 	res := txn.Unknown
 	switch req.GetResolution() {
 	case v2.TransactionResolution_COMMIT:
@@ -148,8 +142,24 @@ func (s *Server) EndTransaction(ctx context.Context, req *v2.EndTransactionReque
 	if req.GetSource() == v2.TransactionSource_SOURCE_SERVER_CHECK {
 		src = txn.FromCheck
 	}
-	if err := tm.End(id, res, src); err != nil {
+	errMismatch := errors.New("not this transaction's message")
+	verify := func(h *store.Message) error {
+		if h.Topic != req.GetTopic().GetName() || h.Properties[PropUniqKey] != req.GetMessageId() {
+			return errMismatch
+		}
+		return nil
+	}
+	if res == txn.Unknown {
+		if h, err := tm.Half(id); err == nil && verify(h) != nil {
+			return reject(status(v2.Code_INVALID_TRANSACTION_ID, "transaction %q is not message %q of topic %q",
+				req.GetTransactionId(), req.GetMessageId(), req.GetTopic().GetName()))
+		}
+	}
+	if err := tm.EndVerified(id, res, src, verify); err != nil {
 		switch {
+		case errors.Is(err, errMismatch):
+			return reject(status(v2.Code_INVALID_TRANSACTION_ID, "transaction %q is not message %q of topic %q",
+				req.GetTransactionId(), req.GetMessageId(), req.GetTopic().GetName()))
 		case errors.Is(err, txn.ErrNotFound):
 			return reject(status(v2.Code_INVALID_TRANSACTION_ID, "%v", err))
 		case errors.Is(err, txn.ErrAlreadyResolved):
