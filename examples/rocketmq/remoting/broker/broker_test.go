@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
-	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/brokercore/brokercore/lock"
 	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/require"
@@ -308,7 +308,7 @@ func TestLockBatchHoldsRenewsAndRefusesOthers(t *testing.T) {
 }
 
 func TestLogLinesForConnectionsAndRejectedRequests(t *testing.T) {
-	var buf testkit.LogBuffer
+	var buf logBuffer
 	b := rmqtest.StartConfig(t, server.Config{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	rc := dial(t, b.Broker)
 	rc.call(sendReq("bad topic", 0, "x"))
@@ -427,4 +427,23 @@ func TestUnlockThenCloseReleasesAllLeasesButADropReleasesNone(t *testing.T) {
 	crashed.c.Close()
 	require.Eventually(t, func() bool { return len(b.Server.Core().Consumers().Clients("g")) == 1 }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, 2, held("C"), "expiry governs after a drop")
+}
+
+// logBuffer is an io.Writer for a slog handler that the test reads back
+// while the broker still logs from other goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sort"
 	"sync"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/atomicfile"
 )
 
 // Topic and group names.
@@ -90,13 +92,13 @@ func OpenTopics(path string, defQueues int) (*Topics, error) {
 	}
 	t := &Topics{path: path, def: defQueues, m: map[string]int{}}
 	if path != "" {
-		b, err := fsx.ReadFile(fsx.OS, path)
+		b, err := os.ReadFile(path)
 		switch {
 		case err == nil:
 			if err := json.Unmarshal(b, &t.m); err != nil {
 				return nil, fmt.Errorf("topics file %s: %w", path, err)
 			}
-		case fsx.IsNotExist(err):
+		case errors.Is(err, fs.ErrNotExist):
 		default:
 			return nil, err
 		}
@@ -149,7 +151,7 @@ func (t *Topics) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	return fsx.WriteFile(fsx.OS, t.path, b, 0o644)
+	return atomicfile.WriteFile(t.path, b, 0o644)
 }
 
 // List returns the topics, sorted.
