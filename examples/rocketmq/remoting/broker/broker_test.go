@@ -73,7 +73,7 @@ func testBadInput(t *testing.T, b *rmqtest.Broker) {
 		remark string
 	}{
 		{"missing extFields", req(wire.CodeSendMessage, nil, []byte("x")), wire.SystemError, "missing extFields"},
-		{"bad topic", sendReq("a b", 0, "x"), wire.SystemError, "invalid topic name"},
+		{"bad topic", sendReq("a b", 0, "x"), wire.SystemError, "topic name"},
 		{"long topic", sendReq(strings.Repeat("t", 128), 0, "x"), wire.SystemError, "at most 127"},
 		{"negative queue", sendReq("t", -1, "x"), wire.SystemError, "queueId=-1"},
 		{"queue out of range", sendReq("t", 4, "x"), wire.SystemError, "illegal"},
@@ -93,7 +93,7 @@ func testBadInput(t *testing.T, b *rmqtest.Broker) {
 		{"pull negative offset", req(wire.CodePullMessage, map[string]string{"consumerGroup": "g", "topic": "t",
 			"queueId": "0", "queueOffset": "-5", "maxMsgNums": "32"}, nil), wire.SystemError, "queueOffset=-5"},
 		{"pull bad group", req(wire.CodePullMessage, map[string]string{"consumerGroup": "g/../x", "topic": "t",
-			"queueId": "0", "queueOffset": "0", "maxMsgNums": "32"}, nil), wire.SystemError, "invalid group"},
+			"queueId": "0", "queueOffset": "0", "maxMsgNums": "32"}, nil), wire.SystemError, "group name"},
 		{"heartbeat not json", req(wire.CodeHeartbeat, nil, []byte("{")), wire.SystemError, "heartbeat"},
 		{"lock not json", req(wire.CodeLockBatchMQ, nil, []byte("[")), wire.SystemError, "lock body"},
 		{"update offset huge", req(wire.CodeUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "t",

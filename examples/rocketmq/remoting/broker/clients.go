@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
@@ -43,11 +44,11 @@ func (b *Broker) heartbeat(c *transport.Conn, req *wire.Command) *wire.Command {
 		return wire.NewResponse(req, wire.SystemError, "heartbeat without clientID")
 	}
 	for _, cd := range hb.Consumers {
-		if err := ValidGroup(cd.GroupName); err != nil {
+		if err := brokercore.CheckGroupName(cd.GroupName); err != nil {
 			return wire.NewResponse(req, wire.SystemError, "heartbeat: "+err.Error())
 		}
 		for _, s := range cd.Subs {
-			if err := ValidTopic(s.Topic); err != nil {
+			if err := brokercore.CheckTopicName(s.Topic); err != nil {
 				return wire.NewResponse(req, wire.SubscriptionParseFailed, "heartbeat: subscription: "+err.Error())
 			}
 			if s.ExpType != "" && s.ExpType != "TAG" {
@@ -62,7 +63,7 @@ func (b *Broker) heartbeat(c *transport.Conn, req *wire.Command) *wire.Command {
 		// %RETRY%<group> routes from the group's first heartbeat, or
 		// retries stall.
 		if cd.MessageModel != "BROADCASTING" {
-			if _, err := b.topics.Ensure(RetryPrefix+cd.GroupName, 1); err != nil {
+			if _, err := b.topics.Ensure(brokercore.RetryPrefix+cd.GroupName, 1); err != nil {
 				return wire.NewResponse(req, wire.SystemError, err.Error())
 			}
 		}
@@ -279,7 +280,7 @@ func (b *Broker) decodeLock(req *wire.Command) (lockBody, []lock.Queue, *wire.Co
 	if err := json.Unmarshal(req.Body, &lb); err != nil {
 		return lb, nil, wire.NewResponse(req, wire.SystemError, "lock body is not JSON: "+err.Error())
 	}
-	if err := ValidGroup(lb.ConsumerGroup); err != nil {
+	if err := brokercore.CheckGroupName(lb.ConsumerGroup); err != nil {
 		return lb, nil, wire.NewResponse(req, wire.SystemError, err.Error())
 	}
 	if lb.ClientID == "" {
@@ -287,7 +288,7 @@ func (b *Broker) decodeLock(req *wire.Command) (lockBody, []lock.Queue, *wire.Co
 	}
 	qs := make([]lock.Queue, 0, len(lb.MQs))
 	for _, mq := range lb.MQs {
-		if err := ValidTopic(mq.Topic); err != nil {
+		if err := brokercore.CheckTopicName(mq.Topic); err != nil {
 			return lb, nil, wire.NewResponse(req, wire.SystemError, err.Error())
 		}
 		if mq.QueueID < 0 {

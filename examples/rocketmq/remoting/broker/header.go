@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/brokercore/brokercore"
 )
 
 // ErrBadRequest reports a request whose extFields are missing a field or
@@ -83,7 +85,7 @@ func (f *fields) parse(name, s string, lo, hi int64) int64 {
 func (f *fields) topic(names ...string) string {
 	t := f.str(names...)
 	if f.err == nil {
-		if err := ValidTopic(t); err != nil {
+		if err := brokercore.CheckTopicName(t); err != nil {
 			f.fail("%v", err)
 		}
 	}
@@ -93,7 +95,7 @@ func (f *fields) topic(names ...string) string {
 func (f *fields) group(names ...string) string {
 	g := f.str(names...)
 	if f.err == nil {
-		if err := ValidGroup(g); err != nil {
+		if err := brokercore.CheckGroupName(g); err != nil {
 			f.fail("%v", err)
 		}
 	}

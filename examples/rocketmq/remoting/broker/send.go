@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/store"
@@ -38,7 +40,7 @@ func parseSend(req *wire.Command) (sendHeader, error) {
 		batch:     req.Code == wire.CodeSendBatchMessage || f.opt("batch", "m") == "true",
 	}
 	if g := f.opt("producerGroup", "a"); g != "" && f.err == nil {
-		if err := ValidGroup(g); err != nil {
+		if err := brokercore.CheckGroupName(g); err != nil {
 			f.fail("%v", err)
 		}
 	}
@@ -76,6 +78,12 @@ func (b *Broker) prepareSend(req *wire.Command) preparedSend {
 	if err != nil {
 		return reject(wire.SystemError, err)
 	}
+	if err := checkSendTopic(h.topic); err != nil {
+		if errors.Is(err, brokercore.ErrReservedTopic) {
+			return reject(wire.NoPermission, err)
+		}
+		return reject(wire.SystemError, err)
+	}
 	n, err := b.ensureSendTopic(h.topic, h.defTopic, h.defQueues)
 	if err != nil {
 		return reject(wire.SystemError, err)
@@ -91,6 +99,24 @@ func (b *Broker) prepareSend(req *wire.Command) preparedSend {
 		return reject(wire.MessageIllegal, err)
 	}
 	return preparedSend{req: req, queue: h.queue, msgs: msgs}
+}
+
+// checkSendTopic is brokercore.CheckProduce's topic half for a send, made
+// before the topic is created: a topic the core reserves (the scheduler's,
+// transactions', system and dead-letter topics, TBW102) is refused, as
+// Apache's msgCheck refuses its not-allowed topics with NO_PERMISSION. A
+// retry topic of a valid group stays sendable: the v2 client sends there
+// through its producer when CONSUMER_SEND_MSG_BACK fails. The message half,
+// store.CheckMessage, is the check store.Append makes itself with the
+// store's own limit: the scheduler's copy of a delayed message carries more
+// metadata than the message it appends when due, so a message the store
+// took once, to a topic that passed here, is never refused for its shape
+// later.
+func checkSendTopic(topic string) error {
+	if g, ok := strings.CutPrefix(topic, brokercore.RetryPrefix); ok {
+		return brokercore.CheckGroupName(g)
+	}
+	return brokercore.CheckClientTopic(topic)
 }
 
 // appendSend appends a prepared send on its own and answers it.
@@ -230,7 +256,7 @@ func (b *Broker) ensureSendTopic(topic, defTopic string, defQueues int) (int, er
 	if defQueues < n {
 		n = defQueues
 	}
-	if strings.HasPrefix(topic, RetryPrefix) || strings.HasPrefix(topic, DLQPrefix) {
+	if strings.HasPrefix(topic, brokercore.RetryPrefix) || strings.HasPrefix(topic, brokercore.DeadLetterPrefix) {
 		n = 1
 	}
 	return b.topics.Ensure(topic, n)

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"strconv"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/store"
 )
@@ -49,7 +50,7 @@ func (b *Broker) sendBack(req *wire.Command) *wire.Command {
 	out := &store.Message{Tags: m.Tags, Keys: m.Keys, Body: m.Body, Properties: props, BornAt: m.BornAt,
 		ReconsumeTimes: times + 1}
 	if times >= maxTimes || level < 0 {
-		out.Topic = DLQPrefix + group
+		out.Topic = brokercore.DeadLetterPrefix + group
 		if _, err := b.topics.Ensure(out.Topic, 1); err != nil {
 			return wire.NewResponse(req, wire.SystemError, err.Error())
 		}
@@ -62,7 +63,7 @@ func (b *Broker) sendBack(req *wire.Command) *wire.Command {
 			"reconsume_times", times)
 		return wire.NewResponse(req, wire.Success, "")
 	}
-	out.Topic = RetryPrefix + group
+	out.Topic = brokercore.RetryPrefix + group
 	if _, err := b.topics.Ensure(out.Topic, 1); err != nil {
 		return wire.NewResponse(req, wire.SystemError, err.Error())
 	}

@@ -72,7 +72,7 @@ func TestBurstOfSendsIsAppendedTogetherAndAnsweredOneByOne(t *testing.T) {
 	require.Equal(t, wire.MessageIllegal, answers[ops[1]].Code)
 	require.Contains(t, answers[ops[1]].Remark, "append")
 	require.Equal(t, wire.SystemError, answers[ops[2]].Code)
-	require.Contains(t, answers[ops[2]].Remark, "invalid topic name")
+	require.Contains(t, answers[ops[2]].Remark, "topic name")
 	require.Equal(t, wire.Success, answers[ops[3]].Code)
 	require.Equal(t, i64s(good+2), answers[ops[3]].ExtFields["queueOffset"])
 	require.Equal(t, uint64(good+3), st.Stats().Messages, "the refused sends stored nothing")

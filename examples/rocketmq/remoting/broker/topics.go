@@ -9,68 +9,9 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/internal/atomicfile"
 )
-
-// Topic and group names.
-const (
-	// DefaultTopic is the template topic producers route to when their own
-	// topic has no route yet (the client's DefaultTopic).
-	DefaultTopic = "TBW102"
-	// RetryPrefix and DLQPrefix name a group's retry and dead-letter topics.
-	RetryPrefix = "%RETRY%"
-	DLQPrefix   = "%DLQ%"
-	// MaxTopicLen is the longest topic name: the message encoding gives it
-	// one byte, and RocketMQ allows 127 characters.
-	MaxTopicLen = 127
-	// MaxGroupLen keeps "%RETRY%"+group a valid topic.
-	MaxGroupLen = MaxTopicLen - len(RetryPrefix)
-)
-
-// validName reports whether s is made of [%|a-zA-Z0-9_-] only.
-func validName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '%', c == '|', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// ErrTopicName reports a topic name outside [%|a-zA-Z0-9_-]{1,127}.
-var ErrTopicName = errors.New("invalid topic name")
-
-// ErrGroupName reports a group name outside [%|a-zA-Z0-9_-]{1,120}.
-var ErrGroupName = errors.New("invalid group name")
-
-// ValidTopic checks a topic name.
-func ValidTopic(t string) error {
-	switch {
-	case t == "":
-		return fmt.Errorf("%w: empty", ErrTopicName)
-	case len(t) > MaxTopicLen:
-		return fmt.Errorf("%w: %d characters, at most %d", ErrTopicName, len(t), MaxTopicLen)
-	case !validName(t):
-		return fmt.Errorf("%w: %q has characters outside [%%|a-zA-Z0-9_-]", ErrTopicName, t)
-	}
-	return nil
-}
-
-// ValidGroup checks a consumer or producer group name.
-func ValidGroup(g string) error {
-	switch {
-	case g == "":
-		return fmt.Errorf("%w: empty", ErrGroupName)
-	case len(g) > MaxGroupLen:
-		return fmt.Errorf("%w: %d characters, at most %d", ErrGroupName, len(g), MaxGroupLen)
-	case !validName(g):
-		return fmt.Errorf("%w: %q has characters outside [%%|a-zA-Z0-9_-]", ErrGroupName, g)
-	}
-	return nil
-}
 
 // Topics is the topic table shared by the name server and the broker:
 // topic -> queue count. A topic's queue count never changes once created.
@@ -103,7 +44,7 @@ func OpenTopics(path string, defQueues int) (*Topics, error) {
 			return nil, err
 		}
 	}
-	t.m[DefaultTopic] = defQueues
+	t.m[brokercore.DefaultTopic] = defQueues
 	return t, nil
 }
 
@@ -124,7 +65,7 @@ func (t *Topics) Ensure(topic string, n int) (int, error) {
 	if q, ok := t.Queues(topic); ok {
 		return q, nil
 	}
-	if err := ValidTopic(topic); err != nil {
+	if err := brokercore.CheckTopicName(topic); err != nil {
 		return 0, err
 	}
 	if n <= 0 {

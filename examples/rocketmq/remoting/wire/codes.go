@@ -28,6 +28,7 @@ const (
 	SystemBusy              int16 = 2
 	RequestCodeNotSupported int16 = 3
 	MessageIllegal          int16 = 13
+	NoPermission            int16 = 16
 	ServiceNotAvailable     int16 = 14
 	TopicNotExist           int16 = 17
 	PullNotFound            int16 = 19
