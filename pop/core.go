@@ -41,7 +41,7 @@ type core struct {
 	cfg          coreConfig
 	queues       map[int]*queueState
 	rr           int       // AllQueues rotation
-	filter       tagFilter // the group's subscription on the topic
+	filter       Filter // the group's subscription on the topic
 	subscribed   bool      // filter was set by a pop
 	incSeq       uint64
 	batchSeq     uint64
@@ -60,7 +60,7 @@ type popReq struct {
 	client  string
 	max     int
 	inv     time.Duration
-	filter  tagFilter
+	filter  Filter
 }
 
 // queuePlan is one queue of a plan: what to read and, once read, the
@@ -99,7 +99,7 @@ type popPlan struct {
 }
 
 // subscribe makes f the group's filter on the topic.
-func (c *core) subscribe(f tagFilter, client string) {
+func (c *core) subscribe(f Filter, client string) {
 	if c.subscribed && f.expr == c.filter.expr {
 		return
 	}
@@ -207,7 +207,7 @@ func (c *core) planQueue(now int64, req popReq, v view, qs *queueState, remainin
 		}
 		avail := max(v.MaxOffset(qs.queue)-qs.next, 0)
 		n = int(min(int64(n), avail))
-		if !req.filter.all() && n > 0 {
+		if !req.filter.All() && n > 0 {
 			n = int(min(int64(MaxBatch), avail)) // read ahead: some of it may be filtered out
 		}
 	}
@@ -349,7 +349,7 @@ func (c *core) apply(p *popPlan) ([]pick, int, error) {
 }
 
 // reviveApply delivers again the planned entries that are still visible.
-func (q *queueState) reviveApply(now int64, inv time.Duration, max int, qp *queuePlan, f tagFilter, out []pick) ([]pick, int) {
+func (q *queueState) reviveApply(now int64, inv time.Duration, max int, qp *queuePlan, f Filter, out []pick) ([]pick, int) {
 	start, skipped := len(out), 0
 	for _, off := range qp.again {
 		if len(out)-start >= max {
@@ -363,7 +363,7 @@ func (q *queueState) reviveApply(now int64, inv time.Duration, max int, qp *queu
 		if !ok {
 			continue
 		}
-		if m == nil || !f.match(m.Tags) { // gone from the log, or the filter changed
+		if m == nil || !f.Match(m.Tags) { // gone from the log, or the filter changed
 			q.settle(e)
 			skipped++
 			continue

@@ -64,10 +64,12 @@
 //
 // # Tag filters
 //
-// Request.Filter is a subscription expression as RocketMQ clients send it:
-// "" and "*" match every message, "A || B || C" a message whose Tags is one
-// of the tags (spaces around "||" optional); anything else is ErrInvalid
-// with the reason. A message the filter rejects is settled for the group
+// Request.Filter is a subscription expression as RocketMQ clients send it,
+// parsed by ParseFilter — the one grammar every front-end uses, with Apache
+// RocketMQ's rules: "" and "*" match every message, "A || B || C" a message
+// whose Tags is one of the tags (parts trimmed, empty parts dropped; "*"
+// inside a list is a literal tag); an expression naming no tag ("||") is
+// ErrInvalid with the reason. A message the filter rejects is settled for the group
 // without being delivered (Stats.Filtered): the committed offset moves
 // past it once everything before it is settled, and a FIFO queue is never
 // blocked by it. The filter is the group's subscription on the topic: a
