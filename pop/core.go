@@ -40,9 +40,9 @@ type core struct {
 	group, topic string
 	cfg          coreConfig
 	queues       map[int]*queueState
-	rr           int       // AllQueues rotation
+	rr           int    // AllQueues rotation
 	filter       Filter // the group's subscription on the topic
-	subscribed   bool      // filter was set by a pop
+	subscribed   bool   // filter was set by a pop
 	incSeq       uint64
 	batchSeq     uint64
 	log          *slog.Logger

@@ -31,7 +31,7 @@ func TestParseFilterFollowsApacheBuildSubscriptionData(t *testing.T) {
 		{"|", []string{"|"}},
 		{"A B", []string{"A B"}},
 		{"\tA\x00||\x1fB\n", []string{"A", "B"}}, // Java's trim: every byte <= ' '
-		{"\u00a0A", []string{"\u00a0A"}},             // and nothing else (Go's TrimSpace would)
+		{"\u00a0A", []string{"\u00a0A"}},         // and nothing else (Go's TrimSpace would)
 	} {
 		f, err := ParseFilter(c.expr)
 		require.NoError(t, err, "%q", c.expr)
