@@ -251,10 +251,20 @@ func (c *core) planDeadLetters(now int64, req popReq, v view, queues []int) *pop
 	return p
 }
 
+// dlOutcome is what became of a message offered to DeadLetter.
+type dlOutcome uint8
+
+const (
+	dlRetry   dlOutcome = iota // the call failed (or the read did): offer it again later
+	dlDone                     // dead-lettered
+	dlGone                     // gone from the log: nothing to dead-letter
+	dlDropped                  // refused for good: settled without a dead letter
+)
+
 // settleDeadLetters settles the offered entries whose DeadLetter call
-// succeeded (ok[i][j] for p.queues[i].again[j]) and are still parked
-// under the same generation.
-func (c *core) settleDeadLetters(p *popPlan, ok [][]bool) {
+// is over (ok[i][j] for p.queues[i].again[j] is not dlRetry) and are still
+// parked under the same generation.
+func (c *core) settleDeadLetters(p *popPlan, ok [][]dlOutcome) {
 	for i := range p.queues {
 		qp := &p.queues[i]
 		if c.queues[qp.qs.queue] != qp.qs {
@@ -262,12 +272,14 @@ func (c *core) settleDeadLetters(p *popPlan, ok [][]bool) {
 		}
 		for j, off := range qp.again {
 			e := qp.qs.get(off)
-			if !ok[i][j] || e == nil || e.gen != qp.gens[j] || e.where == detached {
+			if ok[i][j] == dlRetry || e == nil || e.gen != qp.gens[j] || e.where == detached {
 				continue
 			}
-			c.st.deadLettered.Add(1)
-			c.log.Info("pop: message dead-lettered", "group", c.group, "topic", c.topic, "queue", qp.qs.queue,
-				"offset", off, "attempts", e.attempts)
+			if ok[i][j] != dlDropped {
+				c.st.deadLettered.Add(1)
+				c.log.Info("pop: message dead-lettered", "group", c.group, "topic", c.topic, "queue", qp.qs.queue,
+					"offset", off, "attempts", e.attempts)
+			}
 			qp.qs.settle(e)
 		}
 	}

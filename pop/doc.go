@@ -28,7 +28,11 @@
 //     Options.MaxAttempts deliveries, when the last invisible time ends, it
 //     goes to Options.DeadLetter (a nil DeadLetter: it keeps being
 //     redelivered); until DeadLetter returns nil the message is kept and
-//     the call retried every Options.DeadLetterRetry.
+//     the call retried every Options.DeadLetterRetry — unless its error
+//     says the refusal is for good (ErrDeadLetterRefused, store.ErrInvalid):
+//     then the message is settled without a dead letter, logged at ERROR
+//     and counted (Stats.DeadLetterDropped), so it cannot hold its queue's
+//     offset back forever.
 //   - FIFO: each queue has at most one in-flight batch, always its lowest
 //     unacked messages. While any member is invisible, pops with another
 //     attempt id get nothing from the queue; a pop with the batch's attempt
