@@ -22,7 +22,9 @@ type Ends interface {
 // both for Broker.Arrivals. A waiter costs no goroutine: each queue has at
 // most one channel, made when the first waiter watches it and closed (then
 // dropped) by the next arrival or wake, so a wake costs one close whatever
-// the number of queues, and an arrival no one waits for costs a map lookup.
+// the number of queues (and wakes the waiters of that queue only), and an
+// arrival no one waits for costs a map lookup. It keeps one small entry per
+// queue ever watched or woken.
 //
 // Arrivals is safe for concurrent use.
 type Arrivals struct {
