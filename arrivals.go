@@ -49,7 +49,7 @@ type queueWait struct {
 
 // ArrivalStats are the counters of an Arrivals.
 type ArrivalStats struct {
-	Watched  int    `json:"watched"`  // queues with a waiter now
+	Watched  uint64 `json:"watched"`  // queues with a waiter now
 	Notified uint64 `json:"notified"` // arrivals that woke a queue's waiters
 	Wakes    uint64 `json:"wakes"`    // Wake calls (offset resets)
 	Waits    uint64 `json:"waits"`    // Wait calls
@@ -199,7 +199,7 @@ func (a *Arrivals) Close() {
 // Stats returns a snapshot of the counters.
 func (a *Arrivals) Stats() ArrivalStats {
 	a.mu.Lock()
-	n := 0
+	var n uint64
 	for _, w := range a.q {
 		if w.ch != nil {
 			n++
