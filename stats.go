@@ -20,6 +20,7 @@ type Stats struct {
 	Lock     lock.Stats     `json:"lock"`     // Broker.Locks().Stats()
 	Consumer consumer.Stats `json:"consumer"` // Broker.Consumers().Stats()
 	Txn      txn.Stats      `json:"txn"`      // Broker.Transactions().Stats()
+	Arrivals ArrivalStats   `json:"arrivals"` // Broker.Arrivals().Stats()
 }
 
 // Stats returns a snapshot of every piece's counters. Each is taken on its
@@ -33,5 +34,6 @@ func (b *Broker) Stats() Stats {
 		Lock:     b.locks.Stats(),
 		Consumer: b.consumers.Stats(),
 		Txn:      b.txns.Stats(),
+		Arrivals: b.arrivals.Stats(),
 	}
 }
