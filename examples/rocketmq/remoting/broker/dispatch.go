@@ -38,6 +38,8 @@ func (b *Broker) Serve(ctx context.Context, c *transport.Conn, req *wire.Command
 		resp = b.unlockBatch(c, req)
 	case wire.CodeConsumerSendMsgBack:
 		resp = b.sendBack(req)
+	case codeEndTransaction:
+		resp = b.endTransaction(c, req) // txn.go
 	default:
 		b.stats.unsupported.Add(1)
 		b.log.Info("rejected request", "code", req.Code, "client", c.RemoteAddr().String(), "channel", c.ID(),
@@ -62,7 +64,7 @@ func (b *Broker) logRejection(c *transport.Conn, req, resp *wire.Command) {
 func (b *Broker) Batch(req *wire.Command) bool {
 	switch req.Code {
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
-		return b.opts.AsyncFlush
+		return b.opts.AsyncFlush && !halfRequest(req) // a half goes through the transaction manager
 	}
 	return false
 }
@@ -84,7 +86,7 @@ func (b *Broker) ServeBatch(_ context.Context, c *transport.Conn, reqs []*wire.C
 func (b *Broker) Inline(req *wire.Command) bool {
 	switch req.Code {
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
-		return b.opts.AsyncFlush
+		return b.opts.AsyncFlush && !halfRequest(req)
 	case wire.CodeGetMaxOffset, wire.CodeGetMinOffset, wire.CodeSearchOffsetByTimestamp, wire.CodeQueryConsumerOffset,
 		wire.CodeGetConsumerListByGroup:
 		return true
