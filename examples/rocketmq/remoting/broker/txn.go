@@ -132,19 +132,27 @@ func (b *Broker) endTransaction(c *transport.Conn, req *wire.Command) *wire.Comm
 	default:
 		return wire.NewResponse(req, wire.SystemError, "commitOrRollback "+i64(kind)+": want 0, 8 or 12")
 	}
-	if h, err := tm.Half(id); err == nil {
+	verify := func(h *store.Message) error {
 		if h.Properties[txn.PropProducerGroup] != group {
-			return wire.NewResponse(req, wire.SystemError, "the producer group "+group+" is not the transaction's")
+			return errors.New("the producer group " + group + " is not the transaction's")
 		}
 		if msgID != "" && h.Properties[wire.PropUniqKey] != "" && h.Properties[wire.PropUniqKey] != msgID {
-			return wire.NewResponse(req, wire.SystemError, "transaction "+i64(id)+" is not message "+msgID)
+			return errors.New("transaction " + i64(id) + " is not message " + msgID)
+		}
+		return nil
+	}
+	if res == txn.Unknown {
+		if h, err := tm.Half(id); err == nil {
+			if err := verify(h); err != nil {
+				return wire.NewResponse(req, wire.SystemError, err.Error())
+			}
 		}
 	}
 	src := txn.FromClient
 	if fromCheck {
 		src = txn.FromCheck
 	}
-	if err := tm.End(id, res, src); err != nil {
+	if err := tm.EndVerified(id, res, src, verify); err != nil {
 		b.log.Info("end transaction refused", "client", clientIDOf(c), "group", group, "id", id,
 			"resolution", res, "from_check", fromCheck, "err", err)
 		return wire.NewResponse(req, wire.SystemError, err.Error())
