@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/brokercore/brokercore"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -57,7 +58,8 @@ func childBroker() int {
 		}
 		server.SetGCPercent(gogc)
 		s, err := server.Start(server.Config{Dir: os.Getenv("E2E_DIR"), NameSrvAddr: os.Getenv("E2E_NS"),
-			BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-", Flush: os.Getenv("E2E_FLUSH")})
+			BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-", Flush: os.Getenv("E2E_FLUSH"),
+			Core: brokercore.Options{Txn: childTxnOptions()}}) // txn_kill9_test.go
 		if err != nil {
 			return nil, err
 		}
