@@ -61,6 +61,7 @@ type Manager struct {
 	c       *core
 	checker Checker
 	closed  bool
+	saved   *progress // the progress file's content, once written
 
 	ingestMu sync.Mutex // one catch-up read at a time
 

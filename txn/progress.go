@@ -99,10 +99,17 @@ func (m *Manager) saveProgress() error {
 	m.mu.Lock()
 	half, op := m.c.floors()
 	p := progress{half: half, op: op, halfNext: m.c.half.next, opNext: m.c.op.next}
+	same := m.saved != nil && *m.saved == p
 	m.mu.Unlock()
+	if same {
+		return nil // nothing moved since the last write
+	}
 	if err := fsx.WriteFile(m.opts.FS, m.opts.ProgressPath, encodeProgress(p), 0o644); err != nil {
 		m.lg.Error("progress not written", "path", m.opts.ProgressPath, "err", err)
 		return fmt.Errorf("txn: progress: %w", err)
 	}
+	m.mu.Lock()
+	m.saved = &p
+	m.mu.Unlock()
 	return nil
 }
