@@ -81,11 +81,26 @@ func (r *rig) prepare(topic string, body string) int64 {
 	return h.QueueOffset
 }
 
+// readAll reads every message of (topic, queue), page by page (Read
+// clamps a large max).
+func readAll(t *testing.T, r *rig, topic string, queue int) []*store.Message {
+	t.Helper()
+	var out []*store.Message
+	for off := int64(0); ; {
+		msgs, err := r.log.Read(topic, queue, off, 512)
+		require.NoError(t, err)
+		if len(msgs) == 0 {
+			return out
+		}
+		out = append(out, msgs...)
+		off = msgs[len(msgs)-1].QueueOffset + 1
+	}
+}
+
 // delivered returns the bodies appended to (topic, 1).
 func (r *rig) delivered(topic string) []string {
 	r.t.Helper()
-	msgs, err := r.log.Read(topic, 1, 0, 10000)
-	require.NoError(r.t, err)
+	msgs := readAll(r.t, r, topic, 1)
 	out := make([]string, 0, len(msgs))
 	for _, m := range msgs {
 		out = append(out, string(m.Body))
