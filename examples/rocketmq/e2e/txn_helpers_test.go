@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,3 +95,14 @@ func v5Receive(t testing.TB, c rmq.SimpleConsumer, want int, wait time.Duration)
 }
 
 func unknownV5(*rmq.MessageView) rmq.TransactionResolution { return rmq.UNKNOWN }
+
+// childTxnOptions are the child broker's transaction options: E2E_TXN=fast
+// checks an open transaction 1 s after it was stored and then every second
+// (never rolling it back for the count), so that a test settles the
+// transactions a kill left open within seconds.
+func childTxnOptions() txn.Options {
+	if os.Getenv("E2E_TXN") != "fast" {
+		return txn.Options{}
+	}
+	return txn.Options{TransactionTimeout: time.Second, CheckInterval: time.Second, CheckMax: 1 << 20, Tick: 100 * time.Millisecond}
+}

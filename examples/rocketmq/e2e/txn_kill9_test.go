@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -20,19 +19,7 @@ import (
 
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/store"
-	"github.com/brokercore/brokercore/txn"
 )
-
-// childTxnOptions are the child broker's transaction options: E2E_TXN=fast
-// checks an open transaction 1 s after it was stored and then every second
-// (never rolling it back for the count), so that a test settles the
-// transactions a kill left open within seconds.
-func childTxnOptions() txn.Options {
-	if os.Getenv("E2E_TXN") != "fast" {
-		return txn.Options{}
-	}
-	return txn.Options{TransactionTimeout: time.Second, CheckInterval: time.Second, CheckMax: 1 << 20, Tick: 100 * time.Millisecond}
-}
 
 // A kill -9 loop of the broker under the v2 TransactionProducer: even
 // bodies are committed, odd ones rolled back (by Execute, or by Check when
