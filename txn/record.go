@@ -66,6 +66,7 @@ const (
 	Rollback
 )
 
+// String names the resolution ("commit", "rollback", "unknown").
 func (r Resolution) String() string {
 	switch r {
 	case Commit:
@@ -84,10 +85,13 @@ type Source int
 
 // The sources of a resolution.
 const (
+	// FromClient: the producer ended its transaction on its own.
 	FromClient Source = iota
+	// FromCheck: the producer answered a check-back.
 	FromCheck
 )
 
+// String names the source ("client", "check").
 func (s Source) String() string {
 	if s == FromCheck {
 		return "check"
