@@ -214,12 +214,16 @@ func (b *batcher) complete(g *group, me *pending) {
 		b.stats.Entries.Add(1)
 	}
 	off, now := 0, time.Now()
-	for _, r := range g.members {
+	for i, r := range g.members {
+		r.err = err
 		if err == nil {
 			r.out = res.msgs[off : off+len(r.msgs)]
 			off += len(r.msgs)
+			if i < len(res.rejected) && res.rejected[i] != nil {
+				r.out, r.err = nil, res.rejected[i]
+			}
 		}
-		r.err, r.answered = err, now
+		r.answered = now
 		r.done <- struct{}{}
 	}
 	b.join(len(g.members) - 1)

@@ -110,6 +110,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ID == "" || c.Dir == "" {
 		return c, fmt.Errorf("config: ID and Dir are required: %w", ErrInvalid)
 	}
+	if err := checkMember(c.ID, c.HTTPAddr); err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
 	if c.Transport == nil && c.RaftAddr == "" {
 		return c, fmt.Errorf("config: RaftAddr or Transport is required: %w", ErrInvalid)
 	}

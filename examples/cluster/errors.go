@@ -18,6 +18,11 @@ var (
 	ErrNotCommitted = errors.New("not committed")
 	// ErrInvalid: bad input; nothing was proposed.
 	ErrInvalid = errors.New("invalid argument")
+	// ErrRejected: the replicated state machine refused a committed
+	// entry (the store would not take its messages). The decision follows
+	// from the entry's bytes, so every node makes the same one and goes
+	// on applying; nothing of the refused batch was stored.
+	ErrRejected = errors.New("entry rejected by the state machine")
 	// ErrDuplicateMember: a membership change names a node id or address
 	// that is already a member; the configuration is unchanged.
 	ErrDuplicateMember = errors.New("duplicate member")

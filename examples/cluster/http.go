@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
@@ -288,7 +289,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // statusOf maps an error to its HTTP status.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, ErrInvalid), errors.Is(err, store.ErrInvalid), errors.Is(err, pop.ErrInvalid), errors.Is(err, schedule.ErrInvalid),
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrRejected), errors.Is(err, store.ErrInvalid), errors.Is(err, brokercore.ErrInvalid), errors.Is(err, pop.ErrInvalid), errors.Is(err, schedule.ErrInvalid),
 		errors.Is(err, pop.ErrBadHandle), errors.Is(err, store.ErrOffsetTooSmall):
 		return http.StatusBadRequest
 	case errors.Is(err, pop.ErrStaleHandle), errors.Is(err, ErrStaleEpoch),

@@ -111,12 +111,15 @@ func (n *Node) deadLetter(group string, m *store.Message) error {
 		Topic: DeadLetterPrefix + group, Tags: m.Tags, Keys: m.Keys, Body: m.Body,
 		Properties: m.Properties, BornAt: m.BornAt, ReconsumeTimes: m.ReconsumeTimes,
 	}
-	_, err := n.Produce(d)
+	_, err := n.produce([]*store.Message{d})
 	return err
 }
 
 // Pop pops on the leader (pop.Service.Pop).
 func (n *Node) Pop(ctx context.Context, req pop.Request) (pop.Result, error) {
+	if err := offsetRule(commitItem{Group: req.Group, Topic: req.Topic}); err != nil {
+		return pop.Result{}, fmt.Errorf("pop: %w", err)
+	}
 	t, err := n.services()
 	if err != nil {
 		return pop.Result{}, err
@@ -154,11 +157,14 @@ func (n *Node) ProduceDelayed(m *store.Message, level int) (*store.Message, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := brokercore.CheckProduce(m, store.DefaultMaxMessageSize); err != nil {
+		return nil, fmt.Errorf("produce: %w: %w", ErrInvalid, err)
+	}
 	d, err := t.sched.Delay(m, level)
 	if err != nil {
 		return nil, fmt.Errorf("produce delayed: %v: %w", err, ErrInvalid)
 	}
-	out, err := n.Produce(d)
+	out, err := n.produce([]*store.Message{d})
 	if err != nil {
 		return nil, err
 	}
@@ -172,11 +178,14 @@ func (n *Node) ProduceAt(m *store.Message, at time.Time) (*store.Message, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := brokercore.CheckProduce(m, store.DefaultMaxMessageSize); err != nil {
+		return nil, fmt.Errorf("produce: %w: %w", ErrInvalid, err)
+	}
 	d, err := t.sched.At(m, at)
 	if err != nil {
 		return nil, fmt.Errorf("produce at: %v: %w", err, ErrInvalid)
 	}
-	out, err := n.Produce(d)
+	out, err := n.produce([]*store.Message{d})
 	if err != nil {
 		return nil, err
 	}
@@ -205,8 +214,8 @@ func (n *Node) FlushOffsets() error {
 // ResetOffset moves a group's committed offset through raft and bumps its
 // epoch; pop sees the reset on its next pop of the queue.
 func (n *Node) ResetOffset(group, topic string, queueID int, offset int64) error {
-	if group == "" || topic == "" || queueID < 0 || offset < 0 {
-		return fmt.Errorf("reset: group, topic, queue >= 0 and offset >= 0 required: %w", ErrInvalid)
+	if err := offsetRule(commitItem{Group: group, Topic: topic, Queue: queueID, Offset: offset}); err != nil {
+		return fmt.Errorf("reset: %w", err)
 	}
 	_, err := n.apply(&entry{Kind: kindReset, Commits: []commitItem{{Group: group, Topic: topic, Queue: queueID, Offset: offset}}})
 	return err

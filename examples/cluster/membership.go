@@ -18,6 +18,12 @@ func (n *Node) AddMember(id, raftAddr, httpAddr string) error {
 	if id == "" || raftAddr == "" {
 		return fmt.Errorf("add member: id and raft address are required: %w", ErrInvalid)
 	}
+	if err := checkMember(id, httpAddr); err != nil {
+		return fmt.Errorf("add member: %w", err)
+	}
+	if len(raftAddr) > maxMemberField {
+		return fmt.Errorf("add member: raft address of %d bytes, at most %d: %w", len(raftAddr), maxMemberField, ErrInvalid)
+	}
 	if n.raft.State() != raft.Leader {
 		return n.notLeader()
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/store"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -448,8 +449,25 @@ func (n *Node) LeaderHTTP() string {
 // Produce appends msgs as one atomic batch through raft and returns them
 // with their assigned offsets once a majority has the entry on disk and
 // this node applied it. Only the leader accepts it.
+//
+// Every message is checked with brokercore.CheckProduce first (a client's
+// topic and the store's limits): a produce that passes is never refused by
+// the store or the scheduler, and one that does not is refused with
+// ErrInvalid before anything is proposed.
 func (n *Node) Produce(msgs ...*store.Message) ([]*store.Message, error) {
-	if err := validBatch(msgs); err != nil {
+	for i, m := range msgs {
+		if err := brokercore.CheckProduce(m, store.DefaultMaxMessageSize); err != nil {
+			n.log.Debug("cluster: produce rejected", "err", err)
+			return nil, fmt.Errorf("produce: message %d: %w: %w", i, ErrInvalid, err)
+		}
+	}
+	return n.produce(msgs)
+}
+
+// produce proposes msgs after the store's check only: the broker's own
+// writes (scheduler, dead letters) go to reserved topics.
+func (n *Node) produce(msgs []*store.Message) ([]*store.Message, error) {
+	if err := checkBatch(msgs); err != nil {
 		n.log.Debug("cluster: produce rejected", "err", err)
 		return nil, fmt.Errorf("produce: %w", err)
 	}

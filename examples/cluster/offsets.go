@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -56,6 +57,9 @@ func (o *raftOffsets) Epoch(group, topic string, queueID int) uint64 {
 // CommitFenced implements pop.Offsets: refused at once under a stale epoch,
 // otherwise queued for the next commit entry (which the FSM fences again).
 func (o *raftOffsets) CommitFenced(group, topic string, queueID int, offset int64, epoch uint64) error {
+	if err := offsetRule(commitItem{Group: group, Topic: topic, Queue: queueID, Offset: offset}); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
 	k := offsetKey{group, topic, queueID}
 	if cur := o.n.fsm.committed(k).epoch; cur != epoch {
 		return fmt.Errorf("commit %s@%s/%d offset %d epoch %d (current %d): %w", group, topic, queueID, offset, epoch, cur, ErrStaleEpoch)
@@ -111,7 +115,10 @@ func (o *raftOffsets) flush() error {
 		return a.Queue < b.Queue
 	})
 	_, err := o.n.apply(&entry{Kind: kindCommit, Commits: batch})
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrStaleEpoch) && !errors.Is(err, ErrRejected) {
+		// Not applied (not committed, not the leader, closed): retried.
+		// Applied with some commits refused (a stale epoch: the offset was
+		// reset meanwhile) is final.
 		o.mu.Lock()
 		for _, c := range batch {
 			k := offsetKey{c.Group, c.Topic, c.Queue}

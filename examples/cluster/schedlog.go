@@ -52,7 +52,7 @@ func (l *schedLog) MaxOffset(topic string, queueID int) int64 {
 // Append implements schedule.Log. A scheduler over a ProgressLog delivers
 // through AppendWithProgress; a plain append is a produce.
 func (l *schedLog) Append(msgs ...*store.Message) error {
-	_, err := l.n.Produce(msgs...)
+	_, err := l.n.produce(msgs)
 	return err
 }
 
