@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/examples/cluster/internal/fsx"
 )
 
 // identity is node.json in the data directory: who owns it. A node refuses

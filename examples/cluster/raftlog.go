@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/examples/cluster/internal/fsx"
 	"github.com/hashicorp/raft"
 )
 

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/brokercore/brokercore/internal/crc"
+	"github.com/brokercore/brokercore/examples/cluster/internal/crc"
 	"github.com/hashicorp/raft"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokercore/brokercore/internal/fsx"
-	"github.com/brokercore/brokercore/internal/testkit"
+	"github.com/brokercore/brokercore/examples/cluster/internal/fsx"
+	"github.com/brokercore/brokercore/examples/cluster/internal/testkit"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )

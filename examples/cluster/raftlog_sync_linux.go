@@ -4,7 +4,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/examples/cluster/internal/fsx"
 )
 
 // datasync makes f's written data durable with fdatasync where f is an

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/examples/cluster/internal/fsx"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/brokercore/brokercore/internal/crc"
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/examples/cluster/internal/crc"
+	"github.com/brokercore/brokercore/examples/cluster/internal/fsx"
 )
 
 // errKeyNotFound is raft's "not found": raft tells a missing key from a

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokercore/brokercore/internal/testkit"
+	"github.com/brokercore/brokercore/examples/cluster/internal/testkit"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/stretchr/testify/require"
 )
