@@ -47,6 +47,11 @@ type Config struct {
 	// Bootstrap lists the initial voters (including this node) of a new
 	// cluster. A node with existing raft state ignores it.
 	Bootstrap []raft.Server
+	// BootstrapHTTP maps the Bootstrap voters' ids to their HTTP
+	// addresses, so that a follower can redirect to any of them as soon
+	// as it knows who leads (the first leader also records them in the
+	// replicated state, for members that did not bootstrap).
+	BootstrapHTTP map[string]string
 	// ClusterID, when set, is the cluster this node must belong to: a data
 	// directory of another cluster is refused with ErrForeignDataDir. A
 	// bootstrapping node with no ClusterID gets a random one.

@@ -184,8 +184,12 @@ func runLocal(ctx context.Context, data string, log *slog.Logger) error {
 		}
 		return errors.Join(errs...)
 	}
+	httpAddrs := map[string]string{}
 	for _, cfg := range cfgs {
-		cfg.Bootstrap = servers
+		httpAddrs[cfg.ID] = cfg.HTTPAddr
+	}
+	for _, cfg := range cfgs {
+		cfg.Bootstrap, cfg.BootstrapHTTP = servers, httpAddrs
 		s, err := serve(cfg)
 		if err != nil {
 			return errors.Join(err, closeAll())

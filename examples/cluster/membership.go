@@ -47,6 +47,13 @@ func (n *Node) AddMember(id, raftAddr, httpAddr string) error {
 		n.log.Debug("cluster: membership change refused", "err", err)
 		return err
 	}
+	// The HTTP address goes into the replicated state before the node
+	// becomes a voter: whoever learns that it leads can redirect to it.
+	if httpAddr != "" {
+		if _, err := n.apply(&entry{Kind: kindMember, Text: id, Text2: httpAddr}); err != nil {
+			return fmt.Errorf("add member %s: record http address: %w", id, err)
+		}
+	}
 	if !n.enter() {
 		return ErrClosed
 	}
@@ -54,11 +61,6 @@ func (n *Node) AddMember(id, raftAddr, httpAddr string) error {
 	n.leave()
 	if err != nil {
 		return fmt.Errorf("add member %s: %v: %w", id, err, ErrNotCommitted)
-	}
-	if httpAddr != "" {
-		if _, err := n.apply(&entry{Kind: kindMember, Text: id, Text2: httpAddr}); err != nil {
-			return fmt.Errorf("add member %s: record http address: %w", id, err)
-		}
 	}
 	n.log.Info("cluster: member added", "member", id, "raft_addr", raftAddr, "http_addr", httpAddr)
 	return nil

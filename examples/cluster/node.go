@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,7 +36,9 @@ type Node struct {
 	raftC []io.Closer      // closes logs and votes
 	trans raft.Transport
 	id    identity
-	batch batcher
+
+	observer *raft.Observer // peers' loss and return (peers.go)
+	batch    batcher
 
 	notify  chan bool
 	kick    chan struct{} // requestRebuild wakes the leader loop
@@ -127,6 +130,7 @@ func Open(cfg Config) (*Node, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	n.observePeers()
 	n.wg.Add(1)
 	go n.leaderLoop()
 	return n, nil
@@ -222,6 +226,7 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
 		n.wg.Wait()
+		n.raft.DeregisterObserver(n.observer)
 		n.drain()
 		n.endTerm("close")
 		var errs []error
@@ -354,6 +359,20 @@ func (n *Node) claimCluster() error {
 			return err
 		}
 	}
+	// The bootstrap voters' addresses, for members that did not
+	// bootstrap (they have no BootstrapHTTP of their own).
+	ids := make([]string, 0, len(n.cfg.BootstrapHTTP))
+	for id := range n.cfg.BootstrapHTTP {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if a := n.cfg.BootstrapHTTP[id]; id != n.cfg.ID && a != "" && n.fsm.member(id) == "" {
+			if _, err := n.apply(&entry{Kind: kindMember, Text: id, Text2: a}); err != nil {
+				return err
+			}
+		}
+	}
 	n.saveClusterID()
 	return nil
 }
@@ -434,7 +453,7 @@ func (n *Node) notLeader() error {
 	if id == "" {
 		return fmt.Errorf("node %s: no leader known: %w", n.cfg.ID, ErrNotLeader)
 	}
-	return fmt.Errorf("node %s: leader is %s at %s (http %q): %w", n.cfg.ID, id, addr, n.fsm.member(string(id)), ErrNotLeader)
+	return fmt.Errorf("node %s: leader is %s at %s (http %q): %w", n.cfg.ID, id, addr, n.memberHTTP(string(id)), ErrNotLeader)
 }
 
 // LeaderHTTP returns the HTTP address of the current leader, "" if unknown.
@@ -443,7 +462,22 @@ func (n *Node) LeaderHTTP() string {
 	if id == "" {
 		return ""
 	}
-	return n.fsm.member(string(id))
+	return n.memberHTTP(string(id))
+}
+
+// memberHTTP is a member's HTTP address: the replicated one, else the one
+// of the bootstrap configuration, else this node's own.
+func (n *Node) memberHTTP(id string) string {
+	if a := n.fsm.member(id); a != "" {
+		return a
+	}
+	if a := n.cfg.BootstrapHTTP[id]; a != "" {
+		return a
+	}
+	if id == n.cfg.ID {
+		return n.cfg.HTTPAddr
+	}
+	return ""
 }
 
 // Produce appends msgs as one atomic batch through raft and returns them
