@@ -112,8 +112,11 @@ func (c *tcluster) start(id string, bootstrap bool) *Node {
 
 // addID registers a new (not yet member) node id with its own directory.
 func (c *tcluster) addID(id string) {
+	dir := c.t.TempDir()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.ids = append(c.ids, id)
-	c.dirs[id] = c.t.TempDir()
+	c.dirs[id] = dir
 }
 
 // kill stops a node as a crash would look to the others: its transport is

@@ -87,9 +87,14 @@ func TestFollowersKnowTheLeadersHTTPAddressFromTheStart(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond)
 	c.waitConverged()
 	require.Zero(t, blind.Load(), "moments a node knew the leader but not its HTTP address")
-	for _, n := range c.live() {
-		require.Equal(t, addrs["n4"], n.LeaderAddr(), "node %s", n.ID())
-	}
+	require.Eventually(t, func() bool {
+		for _, n := range c.live() {
+			if n.LeaderAddr() != addrs["n4"] {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "every node names n4's address")
 }
 
 // The leader logs a peer it cannot reach (WARN) and its return (INFO),
