@@ -31,7 +31,7 @@ func TestAddMemberRefusesDuplicateAndUnreachableLeavingConfigUnchanged(t *testin
 }
 
 func TestRemoveMemberAndTheLastVoterIsRefused(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := newCluster(t, 3, steadyConfig)
 	l := c.leader()
 	require.ErrorIs(t, l.RemoveMember("n9"), ErrUnknownMember)
 	var other string

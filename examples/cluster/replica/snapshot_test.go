@@ -10,7 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// steadyConfig is for tests that need one leader throughout (they hold
+// on to it): timeouts a loaded CI machine under -race does not trip.
+func steadyConfig(cfg *Config) {
+	cfg.HeartbeatTimeout = time.Second
+	cfg.ElectionTimeout = time.Second
+	cfg.LeaderLeaseTimout = 500 * time.Millisecond
+	cfg.ApplyTimeout = 5 * time.Second
+}
+
 func compactingConfig(cfg *Config) {
+	steadyConfig(cfg)
 	cfg.SnapshotThreshold = 1 << 30 // the test decides when
 	cfg.TrailingLogs = 5
 }
