@@ -270,3 +270,33 @@ func BenchmarkProducePolicy(b *testing.B) {
 		runProducers(b, 64, func(m *store.Message) error { return st.Append(m) })
 	})
 }
+
+// BenchmarkProduceGroups shards the queues of the 64-producer row over N
+// independent raft groups in this process (each three nodes with its own
+// leader, raft log and store; queue q goes to group q mod N): how far one
+// group's serial round is what bounds replicated produce. A measurement
+// of the idea only: routing, membership and the scheduler per group are
+// not built (issue 28, "several raft groups"). SyncGroup runs last, for
+// same-run ratios.
+func BenchmarkProduceGroups(b *testing.B) {
+	for _, groups := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("replicated/groups=%d/producers=64", groups), func(b *testing.B) {
+			leaders := make([]*Node, groups)
+			for g := range leaders {
+				leaders[g] = leaderOf(b, benchCluster(b, LogStoreSegment, false))
+			}
+			runProducers(b, 64, func(m *store.Message) error {
+				_, err := leaders[m.QueueID%groups].Produce(m)
+				return err
+			})
+		})
+	}
+	b.Run("single/SyncGroup/producers=64", func(b *testing.B) {
+		st, err := store.Open(b.TempDir(), store.Options{Sync: store.SyncGroup})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		runProducers(b, 64, func(m *store.Message) error { return st.Append(m) })
+	})
+}
