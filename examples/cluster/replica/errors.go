@@ -45,6 +45,10 @@ var (
 	// it was applied, and the leader restarts its scheduler from the
 	// replicated progress.
 	ErrStaleProgress = errors.New("scheduler delivery from stale progress")
+	// ErrSnapshotTooLarge: the replicated small state (mostly consumer
+	// offsets) is over DefaultMaxSnapshotState; no snapshot is taken (raft
+	// keeps its log and tries again), every node keeps running.
+	ErrSnapshotTooLarge = errors.New("snapshot state too large")
 	// ErrClosed: the node was closed.
 	ErrClosed = errors.New("node closed")
 	// ErrStaleEpoch is pop's and offset's one fencing error.

@@ -409,7 +409,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if f.failed != nil {
 		return nil, f.failed
 	}
-	s := &snapshot{st: f.st, state: snapState{
+	s := &snapshot{st: f.st, log: f.log, state: snapState{
 		Cluster:  f.cluster,
 		Applied:  f.applied,
 		Progress: append([]byte(nil), f.progress...),

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/brokercore/brokercore/store"
@@ -29,6 +30,17 @@ const (
 	snapVersion = 1
 )
 
+// maxSnapState bounds a snapshot's small state (JSON: the cluster, the
+// scheduler's progress, every consumer offset, the members): what a
+// restore reads, and so what a snapshot may hold (a variable for tests).
+var maxSnapState = DefaultMaxSnapshotState
+
+const (
+	// DefaultMaxSnapshotState is maxSnapState: about two million consumer
+	// offsets.
+	DefaultMaxSnapshotState = 256 << 20
+)
+
 type snapState struct {
 	Cluster  string            `json:"cluster"`
 	Applied  int64             `json:"applied"` // messages in the snapshot's store
@@ -49,6 +61,7 @@ type snapOffset struct {
 type snapshot struct {
 	st    *store.Store
 	state snapState
+	log   *slog.Logger // nil = none
 }
 
 // Persist implements raft.FSMSnapshot. It runs beside Apply: the store is
@@ -70,6 +83,13 @@ func (s *snapshot) write(w io.Writer) error {
 	head, err := json.Marshal(s.state)
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
+	}
+	if len(head) > maxSnapState {
+		err := fmt.Errorf("snapshot: state of %d bytes (%d consumer offsets), at most %d: %w", len(head), len(s.state.Offsets), maxSnapState, ErrSnapshotTooLarge)
+		if s.log != nil {
+			s.log.Error("cluster: snapshot not taken; raft keeps its log", "err", err)
+		}
+		return err
 	}
 	bw := bufio.NewWriterSize(w, 256<<10)
 	b := append([]byte(snapMagic), snapVersion)
@@ -115,7 +135,7 @@ func restoreSnapshot(r io.Reader, st *store.Store, setAt func(time.Time)) (snapS
 		return state, fmt.Errorf("snapshot: bad header: %w", errBadEntry)
 	}
 	n, err := binary.ReadUvarint(br)
-	if err != nil || n > 64<<20 {
+	if err != nil || n > uint64(maxSnapState) {
 		return state, fmt.Errorf("snapshot: bad state length: %w", errBadEntry)
 	}
 	head := make([]byte, n)

@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -132,3 +133,31 @@ func TestSnapshotRoundTripsIntoAnEmptyStoreAndSkipsAPrefix(t *testing.T) {
 type readCloser struct{ *bytes.Reader }
 
 func (readCloser) Close() error { return nil }
+
+// A snapshot is only written if it can be restored: the small state (the
+// offsets of every group, which clients can grow) has one bound, checked
+// when the snapshot is written — the snapshot fails, raft keeps its log
+// and tries again later, every node keeps running — not only when it is
+// read, where a snapshot already taken would keep every node that needs
+// it (a follower far behind, any node restarting) from ever starting.
+func TestSnapshotStateOverTheBoundIsNotWritten(t *testing.T) {
+	defer func(m int) { maxSnapState = m }(maxSnapState)
+	f := newTestFSM(t)
+	var cs []commitItem
+	for i := range 40 {
+		cs = append(cs, commitItem{Group: fmt.Sprintf("group-%03d", i), Topic: "t", Offset: 1})
+	}
+	require.NoError(t, applyEntry(f, 1, &entry{Kind: kindCommit, Commits: cs}).err)
+	snap, err := f.Snapshot()
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, snap.(*snapshot).write(&buf))
+	maxSnapState = buf.Len() - 10 // the state alone is over it now
+	require.ErrorIs(t, snap.(*snapshot).write(io.Discard), ErrSnapshotTooLarge)
+
+	maxSnapState = buf.Len()
+	require.NoError(t, snap.(*snapshot).write(io.Discard))
+	dst := newTestFSM(t)
+	require.NoError(t, dst.Restore(readCloser{bytes.NewReader(buf.Bytes())}), "what is written is restored")
+	require.Len(t, dst.offsets, 40)
+}
