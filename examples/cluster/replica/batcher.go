@@ -59,6 +59,11 @@ var (
 	maxYields       = 8 // yields before a cut while the queue grows
 )
 
+// maxProposeBytes bounds one producer's batch as an entry (msgSize): far
+// below what raft's log holds in one entry (maxFrameBody), so no entry
+// is ever written that the log cannot read back (a variable for tests).
+var maxProposeBytes = 64 << 20
+
 const (
 	maxEntryBytes = 4 << 20
 	maxEntryMsgs  = 4096

@@ -332,6 +332,13 @@ func checkBatch(msgs []*store.Message) error {
 	if size > store.MaxBatchBytes {
 		return fmt.Errorf("batch of %d bytes, at most %d: %w: %w", size, store.MaxBatchBytes, ErrInvalid, store.ErrInvalid)
 	}
+	entry := 0
+	for _, m := range msgs {
+		entry += msgSize(m)
+	}
+	if entry > maxProposeBytes {
+		return fmt.Errorf("batch of %d messages encodes to about %d bytes, at most %d in one entry: %w", len(msgs), entry, maxProposeBytes, ErrInvalid)
+	}
 	return nil
 }
 

@@ -472,6 +472,9 @@ func (s *logStore) checkBatch(logs []*raft.Log) error {
 		if l.Index != next+uint64(i) {
 			return fmt.Errorf("raft log: batch entry %d is %d, not %d: %w", i, l.Index, next+uint64(i), ErrInvalid)
 		}
+		if n := frameBodyMin + len(l.Data) + len(l.Extensions); n > maxFrameBody {
+			return fmt.Errorf("raft log: entry %d of %d bytes, at most %d: %w", l.Index, n, maxFrameBody, ErrInvalid)
+		}
 	}
 	return nil
 }

@@ -34,9 +34,13 @@ const (
 	frameMagic    = 0xB7C1
 	frameHeader   = 20
 	frameBodyMin  = 8 + 8 + 1 + 8 + 4
-	frameBodyMax  = 256 << 20
 	segmentSuffix = ".seg"
 )
+
+// maxFrameBody is the largest frame body (an entry's data and extensions
+// plus frameBodyMin) the format reads back, and so the largest StoreLogs
+// writes (a variable for tests).
+var maxFrameBody = 256 << 20
 
 // ErrLogCorrupt: raft's log (or its stable store) holds damage that is not
 // a torn last write; the node refuses to start on it rather than drop
@@ -93,7 +97,7 @@ func parseFrame(data []byte, p int64) (frameInfo, bool) {
 		return frameInfo{}, false
 	}
 	n := int64(binary.LittleEndian.Uint32(h[4:]))
-	if n < frameBodyMin || n > frameBodyMax || p+frameHeader+n > int64(len(data)) {
+	if n < frameBodyMin || n > int64(maxFrameBody) || p+frameHeader+n > int64(len(data)) {
 		return frameInfo{}, false
 	}
 	f := h[:frameHeader+n]

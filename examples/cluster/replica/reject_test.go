@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore/store"
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )
 
@@ -92,4 +93,35 @@ func TestFSMRejectsOffsetsAndMembersOutsideTheNameRules(t *testing.T) {
 	require.ErrorIs(t, applyEntry(f, 3, &entry{Kind: kindMember, At: at, Text: "n1", Text2: strings.Repeat("h", 1000)}).err, ErrRejected)
 	require.Len(t, f.offsets, 1)
 	require.Empty(t, f.members)
+}
+
+// An entry raft's log could write but not read back (a frame body over the
+// format's limit) would stop every node that restarts on it. The leader
+// refuses a produce whose entry would be that large (ErrInvalid, nothing
+// proposed), and the log refuses such an entry (ErrInvalid, nothing
+// written, the log usable).
+func TestEntriesTooLargeForTheRaftLogAreRefused(t *testing.T) {
+	defer func(p, f int) { maxProposeBytes, maxFrameBody = p, f }(maxProposeBytes, maxFrameBody)
+	maxProposeBytes, maxFrameBody = 64<<10, 64<<10
+
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	before := l.Raft().LastIndex()
+	var big []*store.Message
+	for range 20 {
+		big = append(big, msg("t", 0, strings.Repeat("x", 4<<10)))
+	}
+	_, err := l.Produce(big...)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Equal(t, before, l.Raft().LastIndex(), "nothing proposed")
+	_, err = l.Produce(big[:10]...)
+	require.NoError(t, err)
+
+	s := openTestLog(t, t.TempDir(), logStoreOptions{})
+	require.NoError(t, s.StoreLogs(entries(1, 3, 1)))
+	huge := testEntry(4, 1)
+	huge.Data = make([]byte, maxFrameBody)
+	require.ErrorIs(t, s.StoreLogs([]*raft.Log{testEntry(4, 1), huge}), ErrInvalid)
+	requireRange(t, s, 1, 3)
+	require.NoError(t, s.StoreLogs(entries(4, 5, 1)))
 }
