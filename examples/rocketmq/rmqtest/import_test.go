@@ -1,0 +1,127 @@
+//go:build !race
+
+// Built without -race only so that it runs once: the race and the plain
+// runs of this package would build the same scratch modules twice.
+
+package rmqtest_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// goModLines returns the go.mod fragment of a README: its fenced block
+// that starts with "require "+module, with /path/to/brokercore (the
+// README's name for a clone) replaced by root.
+func goModLines(t *testing.T, readme, module, root string) string {
+	t.Helper()
+	raw, err := os.ReadFile(readme)
+	require.NoError(t, err)
+	for _, b := range regexp.MustCompile("(?s)```\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
+		if strings.HasPrefix(b[1], "require "+module+" ") {
+			return strings.ReplaceAll(b[1], "/path/to/brokercore", root)
+		}
+	}
+	t.Fatalf("%s has no go.mod block starting with require %s", readme, module)
+	return ""
+}
+
+// scratch writes a module with the given go.mod lines and files and runs
+// go vet in it (which builds its packages and tests) with no network: the
+// module cache this module's own build filled is all it may use.
+func scratch(t *testing.T, gomod string, files map[string]string) (string, error) {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/scratch\n\ngo 1.26.0\n\n"+gomod), 0o644))
+	sum, err := os.ReadFile("../go.sum") // what go mod tidy would fetch: this module's dependencies are a superset
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+	for name, src := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644))
+	}
+	cmd := exec.Command(goBin, "vet", "./...")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+const libraryMain = `package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/brokercore/brokercore"
+)
+
+func main() {
+	dir, _ := os.MkdirTemp("", "scratch")
+	defer os.RemoveAll(dir)
+	b, err := brokercore.Open(dir, brokercore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(b.Close())
+}
+`
+
+const libraryTest = `package main
+
+import (
+	"testing"
+
+	"github.com/brokercore/brokercore/brokertest"
+)
+
+func TestCore(t *testing.T) { _ = brokertest.New(t) }
+`
+
+const rmqtestTest = `package main
+
+import (
+	"testing"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
+)
+
+func TestBroker(t *testing.T) { _ = rmqtest.Start(t).NameSrv }
+`
+
+// TestImportFromAnotherModule builds, from this checkout, a module that
+// uses the library and brokertest with the root README's go.mod lines, and
+// one that uses rmqtest with this module's README's lines; and shows why
+// the second needs both replace lines: with only its own, Go looks the
+// library up at the placeholder version, which no server has.
+func TestImportFromAnotherModule(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	require.NoError(t, err)
+	lib := goModLines(t, filepath.Join(root, "README.md"), "github.com/brokercore/brokercore", root)
+	rmq := goModLines(t, "../README.md", "github.com/brokercore/brokercore/examples/rocketmq", root)
+
+	t.Run("library and brokertest", func(t *testing.T) {
+		out, err := scratch(t, lib, map[string]string{"main.go": libraryMain, "main_test.go": libraryTest})
+		require.NoError(t, err, out)
+	})
+	t.Run("rmqtest", func(t *testing.T) {
+		out, err := scratch(t, rmq, map[string]string{"main.go": libraryMain, "main_test.go": libraryTest, "rmq_test.go": rmqtestTest})
+		require.NoError(t, err, out)
+	})
+	t.Run("rmqtest with one replace line", func(t *testing.T) {
+		one := "require github.com/brokercore/brokercore/examples/rocketmq v0.0.0-00010101000000-000000000000\n\n" +
+			"replace github.com/brokercore/brokercore/examples/rocketmq => " + filepath.Join(root, "examples/rocketmq") + "\n"
+		out, err := scratch(t, one, map[string]string{"main_test.go": rmqtestTest})
+		require.Error(t, err)
+		require.Contains(t, out, "github.com/brokercore/brokercore@v0.0.0-00010101000000-000000000000")
+	})
+}
