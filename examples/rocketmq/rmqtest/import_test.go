@@ -52,8 +52,14 @@ func scratch(t *testing.T, gomod string, files map[string]string) (string, error
 	}
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/scratch\n\ngo 1.26.0\n\n"+gomod), 0o644))
-	sum, err := os.ReadFile("../go.sum") // what go mod tidy would fetch: this module's dependencies are a superset
-	require.NoError(t, err)
+	// What go mod tidy would fetch: this module's and the Watermill
+	// adapter's dependencies hold every module the scratch builds need.
+	var sum []byte
+	for _, f := range []string{"../go.sum", "../../watermill/go.sum"} {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		sum = append(sum, b...)
+	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
 	for name, src := range files {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644))
@@ -96,6 +102,26 @@ import (
 func TestCore(t *testing.T) { _ = brokertest.New(t) }
 `
 
+const watermillMain = `package main
+
+import (
+	"os"
+
+	brokercore "github.com/brokercore/brokercore/examples/watermill"
+)
+
+func main() {
+	dir, _ := os.MkdirTemp("", "scratch")
+	defer os.RemoveAll(dir)
+	pub, sub, err := brokercore.NewPubSub(brokercore.Config{Dir: dir, ConsumerGroup: "billing"})
+	if err != nil {
+		panic(err)
+	}
+	_ = sub.Close()
+	_ = pub.Close()
+}
+`
+
 const rmqtestTest = `package main
 
 import (
@@ -108,8 +134,9 @@ func TestBroker(t *testing.T) { _ = rmqtest.Start(t).NameSrv }
 `
 
 // TestImportFromAnotherModule builds, from this checkout, a module that
-// uses the library and brokertest with the root README's go.mod lines, and
-// one that uses rmqtest with this module's README's lines; and shows why
+// uses the library and brokertest with the root README's go.mod lines, one
+// that uses rmqtest with this module's README's lines, and one that uses the
+// Watermill adapter with its README's lines; and shows why
 // the second needs both replace lines: with only its own, Go looks the
 // library up at the placeholder version, which no server has.
 func TestImportFromAnotherModule(t *testing.T) {
@@ -124,6 +151,14 @@ func TestImportFromAnotherModule(t *testing.T) {
 	})
 	t.Run("rmqtest", func(t *testing.T) {
 		out, err := scratch(t, rmq, map[string]string{"main.go": libraryMain, "main_test.go": libraryTest, "rmq_test.go": rmqtestTest})
+		require.NoError(t, err, out)
+	})
+	t.Run("watermill", func(t *testing.T) {
+		wm := goModLines(t, filepath.Join(root, "examples/watermill/README.md"), "github.com/brokercore/brokercore/examples/watermill", root)
+		out, err := scratch(t, wm, map[string]string{"main.go": watermillMain})
+		if err != nil && strings.Contains(out, "lookup disabled by GOPROXY=off") && !strings.Contains(out, "brokercore@") {
+			t.Skipf("the module cache lacks Watermill's dependencies (run examples/watermill's tests first, as ./test.sh does):\n%s", out)
+		}
 		require.NoError(t, err, out)
 	})
 	t.Run("rmqtest with one replace line", func(t *testing.T) {
