@@ -30,7 +30,7 @@ var tinySizes = sizes{reps: 2, appendN: 300, durableN: 40, durableT: 50 * time.M
 func reportCmd(ctx context.Context, args []string, progress io.Writer) error {
 	fs := flag.NewFlagSet("bench report", flag.ContinueOnError)
 	fs.SetOutput(progress)
-	quick := fs.Bool("quick", false, "smaller sizes and 2 repetitions (about a minute)")
+	quick := fs.Bool("quick", false, "smaller sizes and 2 repetitions")
 	tiny := fs.Bool("tiny", false, "every row at a tiny size in seconds, for CI: the figures mean nothing")
 	reps := fs.Int("reps", 0, "repetitions per case (0 = 3 full, 2 quick)")
 	dir := fs.String("dir", os.TempDir(), "parent directory of the temporary data root")
