@@ -130,3 +130,16 @@ func TestAuthenticateRemoting(t *testing.T) {
 	assert.Equal(t, uint64(1), s.Authenticated)
 	assert.Equal(t, uint64(6), s.AuthFailures)
 }
+
+func TestAuthenticateSecret(t *testing.T) {
+	a := mustNew(t, authDoc, Options{})
+	user, err := a.AuthenticateSecret("app", "s3cret")
+	require.NoError(t, err)
+	assert.Equal(t, "app", user)
+	_, err = a.AuthenticateSecret("app", "s3cre")
+	assert.ErrorIs(t, err, ErrBadSignature)
+	_, err = a.AuthenticateSecret("ghost", "s3cret")
+	assert.ErrorIs(t, err, ErrUnknownUser)
+	_, err = a.AuthenticateSecret("", "")
+	assert.ErrorIs(t, err, ErrNoCredentials)
+}

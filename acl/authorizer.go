@@ -2,6 +2,7 @@ package acl
 
 import (
 	"crypto/sha1"
+	"crypto/subtle"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -198,6 +199,22 @@ func (a *Authorizer) authenticateRemoting(fields map[string]string, body []byte)
 		return ak, ErrBadSignature
 	}
 	return ak, nil
+}
+
+// AuthenticateSecret checks a plain access key and secret (an HTTP admin
+// call's Basic credentials) in constant time and returns the access key.
+func (a *Authorizer) AuthenticateSecret(accessKey, secret string) (string, error) {
+	u := a.policy.Load().users[accessKey]
+	var err error
+	switch {
+	case accessKey == "":
+		err = ErrNoCredentials
+	case u == nil:
+		err = fmt.Errorf("%w: %w %q", ErrUnauthenticated, ErrUnknownUser, accessKey)
+	case subtle.ConstantTimeCompare([]byte(secret), []byte(u.secret)) != 1:
+		err = ErrBadSignature
+	}
+	return accessKey, a.counted(accessKey, "secret", err)
 }
 
 func (a *Authorizer) counted(user, protocol string, err error) error {
