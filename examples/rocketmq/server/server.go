@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/acl"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
 	"github.com/brokercore/brokercore/lock"
 	"github.com/brokercore/brokercore/store"
@@ -85,6 +86,15 @@ type Config struct {
 	Core brokercore.Options
 	// Logger receives every component's lines (nil = discard).
 	Logger *slog.Logger
+	// ACL, if set, is the access control of every listener: remoting and
+	// gRPC requests are authenticated and authorized, admin calls and
+	// /metrics need HTTP Basic credentials (see auth.go). Nil = off, and
+	// then every listen address must be loopback unless
+	// InsecureAllowRemote.
+	ACL                 *acl.Authorizer
+	InsecureAllowRemote bool
+	// PublicMetrics serves /metrics without credentials while ACL is on.
+	PublicMetrics bool
 }
 
 // Server is the running program.
@@ -175,7 +185,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	default:
 		return cfg, fmt.Errorf("server: Flush %q: want sync or async", cfg.Flush)
 	}
-	return cfg, nil
+	return cfg, cfg.checkListen()
 }
 
 // open opens the topic table, the core and the handlers.
