@@ -63,7 +63,7 @@ func TestAdminEndpointsNeedACredentialWhenACLIsOn(t *testing.T) {
 		method, url, ak, sk string
 		want                int
 	}{
-		"reset without credentials":   {http.MethodPost, reset, "", "", http.StatusUnauthorized},
+		"reset without credentials":    {http.MethodPost, reset, "", "", http.StatusUnauthorized},
 		"reset with a wrong secret":    {http.MethodPost, reset, "ops", "guess", http.StatusUnauthorized},
 		"reset by an unknown key":      {http.MethodPost, reset, "ghost", "0ps", http.StatusUnauthorized},
 		"reset by a user without it":   {http.MethodPost, reset, "app", "s3cret", http.StatusForbidden},
