@@ -58,8 +58,7 @@ func (s *Server) authenticate(ctx context.Context) (caller, *v2.Status) {
 			c.ip = ta.AddrPort().Addr().Unmap()
 		}
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	user, err := s.opts.ACL.AuthenticateV5(first(md, acl.V5AuthorizationHeader), first(md, acl.V5DateTimeHeader))
+	user, err := s.opts.ACL.AuthenticateV5(first(ctx, acl.V5AuthorizationHeader), first(ctx, acl.V5DateTimeHeader))
 	if err != nil {
 		s.log.Info("grpcapi: unauthenticated call", "user", user, "client", c.ip.String(), "err", err)
 		return c, &v2.Status{Code: v2.Code_UNAUTHORIZED, Message: err.Error()}
@@ -68,8 +67,10 @@ func (s *Server) authenticate(ctx context.Context) (caller, *v2.Status) {
 	return c, nil
 }
 
-func first(md metadata.MD, key string) string {
-	if v := md.Get(key); len(v) > 0 {
+// first is the first value of a metadata key, without copying the whole
+// metadata as FromIncomingContext does.
+func first(ctx context.Context, key string) string {
+	if v := metadata.ValueFromIncomingContext(ctx, key); len(v) > 0 {
 		return v[0]
 	}
 	return ""
