@@ -254,3 +254,38 @@ func TestACLWithTheV5ClientAllowedAndRefused(t *testing.T) {
 	require.Error(t, err, "a producer with a wrong secret cannot start")
 	assert.Contains(t, err.Error(), "CODE: UNAUTHORIZED", "the client's Start keeps only the text of the code")
 }
+
+func TestACLWithTheV5PushConsumer(t *testing.T) {
+	t.Parallel()
+	b, _, _ := startACLBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := rawClient(t, b.endpoint).SendMessage(signed(ctx, "app", "s3cret", time.Now()), sendReq("orders"))
+	require.NoError(t, err)
+	require.Equal(t, v2.Code_OK, resp.GetStatus().GetCode())
+
+	got := make(chan string, 16)
+	c, err := rmq.NewPushConsumer(aclClientConfig(b.endpoint, "workers", "app", "s3cret"),
+		rmq.WithPushSubscriptionExpressions(map[string]*rmq.FilterExpression{"orders": rmq.SUB_ALL}),
+		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: func(mv *rmq.MessageView) rmq.ConsumerResult {
+			got <- string(mv.GetBody())
+			return rmq.SUCCESS
+		}}))
+	require.NoError(t, err)
+	require.NoError(t, startWithin(t, c.Start))
+	t.Cleanup(func() { _ = c.GracefulStop() })
+	select {
+	case body := <-got:
+		assert.Equal(t, "x", body)
+	case <-ctx.Done():
+		t.Fatal("the allowed push consumer received nothing")
+	}
+
+	// A group the user may not consume: the settings sync is refused, so
+	// the client cannot start.
+	bad, err := rmq.NewPushConsumer(aclClientConfig(b.endpoint, "readers", "app", "s3cret"),
+		rmq.WithPushSubscriptionExpressions(map[string]*rmq.FilterExpression{"orders": rmq.SUB_ALL}),
+		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: func(*rmq.MessageView) rmq.ConsumerResult { return rmq.SUCCESS }}))
+	require.NoError(t, err)
+	assert.Error(t, startWithin(t, bad.Start))
+}
