@@ -113,10 +113,3 @@ func TestStartRefusesANonLoopbackAddressWithACLOff(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 }
-
-func TestStartListensBeyondLoopbackWhenAllowedOrWithACL(t *testing.T) {
-	s := start(t, server.Config{BrokerAddr: "0.0.0.0:0", InsecureAllowRemote: true})
-	assert.NotEmpty(t, s.BrokerAddr())
-	s = startWithACL(t, server.Config{BrokerAddr: "0.0.0.0:0"})
-	assert.NotEmpty(t, s.BrokerAddr())
-}
