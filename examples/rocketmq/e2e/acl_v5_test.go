@@ -132,6 +132,14 @@ func TestACLV5ClientAllowedAndRefused(t *testing.T) {
 		assert.Contains(t, err.Error(), "UNAUTHORIZED", name)
 	}
 
+	// A push consumer of a group outside the rules: its settings sync is
+	// refused, so it cannot start.
+	pc, err := rmq.NewPushConsumer(v5Config(b.GRPC, "readers", "app", "s3cret"),
+		rmq.WithPushSubscriptionExpressions(map[string]*rmq.FilterExpression{"orders": rmq.SUB_ALL}),
+		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: func(*rmq.MessageView) rmq.ConsumerResult { return rmq.SUCCESS }}))
+	require.NoError(t, err)
+	assert.Error(t, v5Start(t, pc.Start))
+
 	// The broker's clock two minutes ahead: every fresh signature of the
 	// client is too old for the one-minute window.
 	clk.Set(2 * time.Minute)
