@@ -8,6 +8,8 @@ import (
 	"net/netip"
 
 	"github.com/brokercore/brokercore/acl"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/remoteacl"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 )
 
 // ErrInsecureListen is Start's refusal to listen beyond loopback without
@@ -16,6 +18,26 @@ var ErrInsecureListen = errors.New("server: refusing to listen on a non-loopback
 
 // ACL is the program's access control (nil when off).
 func (s *Server) ACL() *acl.Authorizer { return s.cfg.ACL }
+
+// guard puts the ACL in front of a remoting handler (the handler itself
+// when ACL is off): every request authenticated by its AccessKey and
+// Signature, and authorized per resource before the handler sees it.
+func (s *Server) guard(h transport.Handler, name string) transport.Handler {
+	if s.cfg.ACL == nil {
+		return h
+	}
+	return remoteacl.Wrap(h, s.cfg.ACL, remoteacl.Options{TopicAt: s.topicAt, Logger: s.log.With("listener", name)})
+}
+
+// topicAt is the topic of the message at a log offset (what a send-back
+// names).
+func (s *Server) topicAt(off int64) (string, error) {
+	m, err := s.core.Store().ReadAt(off)
+	if err != nil {
+		return "", err
+	}
+	return m.Topic, nil
+}
 
 // checkListen refuses a non-loopback listen address while ACL is off,
 // unless the configuration allows it explicitly.

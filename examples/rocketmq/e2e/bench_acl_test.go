@@ -1,0 +1,146 @@
+//go:build !race
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/brokercore/brokercore/acl"
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/cpuclock"
+	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
+	"github.com/brokercore/brokercore/examples/rocketmq/server"
+	"github.com/brokercore/brokercore/store"
+)
+
+const benchACLDoc = `{
+  "users": [{"accessKey": "bench", "secretKey": "bench-secret"}, {"accessKey": "other", "secretKey": "x"}],
+  "rules": [
+    {"user": "bench", "resources": ["Topic:bench-*", "Group:g-bench*"], "actions": ["Pub", "Sub"], "decision": "Allow"},
+    {"user": "bench", "resources": ["Topic:bench-audit"], "actions": ["All"], "decision": "Deny"},
+    {"user": "other", "resources": ["*"], "actions": ["Sub"], "decision": "Allow"}
+  ]
+}`
+
+// aclBench starts the program with ACL off or on and returns the client
+// credentials to use (empty when off).
+func aclBench(b *testing.B, on bool) (*rmqtest.Broker, primitive.Credentials) {
+	var cfg server.Config
+	if !on {
+		return rmqtest.StartConfig(b, cfg), primitive.Credentials{}
+	}
+	c, err := acl.Parse([]byte(benchACLDoc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if cfg.ACL, err = acl.New(c, acl.Options{}); err != nil {
+		b.Fatal(err)
+	}
+	return rmqtest.StartConfig(b, cfg), primitive.Credentials{AccessKey: "bench", SecretKey: "bench-secret"}
+}
+
+// BenchmarkRemotingACL: the v2 client's 16 synchronous senders (1 KiB,
+// flush=sync) and one push consumer draining b.N stored messages, with ACL
+// off and on; cpu-µs/msg is the whole process (client and broker). Alternate
+// runs and compare medians:
+//
+//	go test -run '^$' -bench RemotingACL -benchtime 20000x -count 6 ./e2e/
+func BenchmarkRemotingACL(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "acl=off"
+		if on {
+			name = "acl=on"
+		}
+		b.Run("send/"+name, func(b *testing.B) {
+			br, cr := aclBench(b, on)
+			benchACLSend(b, br, cr)
+		})
+		b.Run("consume/"+name, func(b *testing.B) {
+			br, cr := aclBench(b, on)
+			benchACLConsume(b, br, cr)
+		})
+	}
+}
+
+func benchACLSend(b *testing.B, br *rmqtest.Broker, cr primitive.Credentials) {
+	p := newProducer(b, br.NameSrv, producer.WithCredentials(cr))
+	body := make([]byte, 1024)
+	sendSync(b, p, primitive.NewMessage("bench-send", body))
+	var next atomic.Int64
+	b.ResetTimer()
+	cpu0 := cpuclock.Self()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				r, err := p.SendSync(context.Background(), primitive.NewMessage("bench-send", body))
+				if err != nil || r.Status != primitive.SendOK {
+					b.Errorf("send: %v %v", err, r)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el, cpu := time.Since(start), cpuclock.Self()-cpu0
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/msg")
+}
+
+func benchACLConsume(b *testing.B, br *rmqtest.Broker, cr primitive.Credentials) {
+	const topic = "bench-consume"
+	if _, err := br.Server.Topics().Ensure(topic, 4); err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 1024)
+	batch := make([]*store.Message, 0, 256)
+	for i := 0; i < b.N; i++ {
+		batch = append(batch, &store.Message{Topic: topic, QueueID: i % 4, Body: body,
+			Properties: map[string]string{"UNIQ_KEY": fmt.Sprintf("%032x", i)}})
+		if len(batch) == cap(batch) || i == b.N-1 {
+			if err := br.Server.Core().Store().Append(batch...); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	var got atomic.Int64
+	done := make(chan struct{})
+	c := newPushConsumer(b, br.NameSrv, "g-bench", consumer.WithCredentials(cr))
+	if err := c.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		if got.Add(int64(len(msgs))) == int64(b.N) {
+			close(done)
+		}
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	cpu0 := cpuclock.Self()
+	start := time.Now()
+	if err := c.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Shutdown() })
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("consumed %d of %d", got.Load(), b.N)
+	}
+	el, cpu := time.Since(start), cpuclock.Self()-cpu0
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/msg")
+}
