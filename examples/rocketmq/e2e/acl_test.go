@@ -54,8 +54,9 @@ func aclBroker(t *testing.T, doc string, opts acl.Options) (*rmqtest.Broker, str
 	return rmqtest.StartConfig(t, server.Config{ACL: az}), path
 }
 
-func creds(ak, sk string) primitive.Credentials { return primitive.Credentials{AccessKey: ak, SecretKey: sk} }
-
+func creds(ak, sk string) primitive.Credentials {
+	return primitive.Credentials{AccessKey: ak, SecretKey: sk}
+}
 
 func trySend(p interface {
 	SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
@@ -175,7 +176,7 @@ func TestACLRemotingConsumerMayOnlyTouchItsOwnGroup(t *testing.T) {
 		"pull another group's retries": {wire.CodePullMessage, map[string]string{"consumerGroup": "readers", "topic": "%RETRY%workers", "queueId": "0", "queueOffset": "0",
 			"maxMsgNums": "32", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*"}, "", "reader", "r3ad"},
 		"heartbeat into another group": {wire.CodeHeartbeat, map[string]string{}, `{"clientID":"x","producerDataSet":[],"consumerDataSet":[{"groupName":"workers","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{"topic":"orders","subString":"*"}],"unitMode":false}]}`, "reader", "r3ad"},
-		"members of another group": {wire.CodeGetConsumerListByGroup, map[string]string{"consumerGroup": "workers"}, "", "reader", "r3ad"},
+		"members of another group":     {wire.CodeGetConsumerListByGroup, map[string]string{"consumerGroup": "workers"}, "", "reader", "r3ad"},
 	} {
 		resp := rc.call(c.code, c.ext, []byte(c.body), c.ak, c.sk)
 		assert.Equal(t, wire.NoPermission, resp.Code, "%s: %s", name, resp.Remark)
@@ -253,7 +254,7 @@ func TestACLRemotingRefusesWithNoPermissionAndStoresNothing(t *testing.T) {
 		ext    map[string]string
 		ak, sk string
 	}{
-		"route without signature":     {ns, wire.CodeGetRouteInfoByTopic, route("orders"), "", ""},
+		"route without signature":      {ns, wire.CodeGetRouteInfoByTopic, route("orders"), "", ""},
 		"route with a wrong secret":    {ns, wire.CodeGetRouteInfoByTopic, route("orders"), "app", "guess"},
 		"route by an unknown key":      {ns, wire.CodeGetRouteInfoByTopic, route("orders"), "ghost", "s3cret"},
 		"route of a topic not allowed": {ns, wire.CodeGetRouteInfoByTopic, route("payroll"), "app", "s3cret"},
