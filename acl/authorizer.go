@@ -160,9 +160,9 @@ func (a *Authorizer) authenticateV5(authorization, dateTime string) (string, err
 		}
 		return u.name, nil
 	}
-	h := u.mac()
-	ok := verifyV5(h, &c.Signature, dateTime)
-	u.putMAC(h)
+	m := u.mac()
+	ok := m.verifyV5(&c.Signature, dateTime)
+	u.putMAC(m)
 	if !ok {
 		return u.name, ErrBadSignature
 	}
@@ -192,9 +192,9 @@ func (a *Authorizer) authenticateRemoting(fields map[string]string, body []byte)
 	if u == nil {
 		return ak, fmt.Errorf("%w: %w %q", ErrUnauthenticated, ErrUnknownUser, ak)
 	}
-	h := u.mac()
-	ok := verifyRemoting(h, fields, body)
-	u.putMAC(h)
+	m := u.mac()
+	ok := m.verifyRemoting(fields, body)
+	u.putMAC(m)
 	if !ok {
 		return ak, ErrBadSignature
 	}

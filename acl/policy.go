@@ -22,25 +22,39 @@ type user struct {
 	secret string
 	super  bool
 	rules  []rule
-	macs   sync.Pool // of hash.Hash: HMAC-SHA1 keyed with secret, reset before use
+	macs   sync.Pool // of *macState keyed with secret
+}
+
+// macState is an HMAC-SHA1 keyed with a user's secret and the scratch
+// space of one verification: keying costs two SHA-1 blocks and
+// allocations, and anything handed to the hash's Write escapes, so both
+// are kept and reused.
+type macState struct {
+	h    hash.Hash
+	buf  []byte
+	keys []string
 }
 
 func newUser(uc UserConfig) *user {
 	u := &user{name: uc.AccessKey, secret: uc.SecretKey, super: uc.SuperUser}
 	key := []byte(uc.SecretKey)
-	u.macs.New = func() any { return hmac.New(sha1.New, key) }
+	u.macs.New = func() any { return &macState{h: hmac.New(sha1.New, key), buf: make([]byte, 0, 1024)} }
 	return u
 }
 
-// mac hands out an HMAC-SHA1 keyed with the user's secret: keying costs two
-// SHA-1 blocks and allocations, so the keyed states are kept and reset.
-func (u *user) mac() hash.Hash {
-	h := u.macs.Get().(hash.Hash)
-	h.Reset()
-	return h
+// mac hands out a keyed, reset HMAC state.
+func (u *user) mac() *macState {
+	m := u.macs.Get().(*macState)
+	m.h.Reset()
+	return m
 }
 
-func (u *user) putMAC(h hash.Hash) { u.macs.Put(h) }
+func (u *user) putMAC(m *macState) {
+	if cap(m.buf) > 64<<10 {
+		m.buf = make([]byte, 0, 1024) // a huge request does not pin its buffer
+	}
+	u.macs.Put(m)
+}
 
 // rule is one compiled RuleConfig.
 type rule struct {

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"slices"
 	"strings"
 	"time"
@@ -120,15 +119,14 @@ func V5Authorization(accessKey, secret, dateTime string) string {
 // VerifyV5 reports whether c's signature is dateTime signed with secret,
 // in constant time.
 func VerifyV5(secret string, c V5Credential, dateTime string) bool {
-	h := hmac.New(sha1.New, []byte(secret))
-	return verifyV5(h, &c.Signature, dateTime)
+	return (&macState{h: hmac.New(sha1.New, []byte(secret))}).verifyV5(&c.Signature, dateTime)
 }
 
-func verifyV5(h hash.Hash, sig *[sha1.Size]byte, dateTime string) bool {
-	var buf [64]byte
-	h.Write(append(buf[:0], dateTime...))
-	var sum [sha1.Size]byte
-	return hmac.Equal(h.Sum(sum[:0]), sig[:])
+func (m *macState) verifyV5(sig *[sha1.Size]byte, dateTime string) bool {
+	m.buf = append(m.buf[:0], dateTime...)
+	m.h.Write(m.buf)
+	m.buf = m.h.Sum(m.buf[:0])
+	return hmac.Equal(m.buf, sig[:])
 }
 
 // SignRemoting is the signature a remoting client puts in the Signature
@@ -137,19 +135,18 @@ func verifyV5(h hash.Hash, sig *[sha1.Size]byte, dateTime string) bool {
 // names, followed by the body — what rocketmq-client-go/v2's ACL
 // interceptor and Java's AclClientRPCHook compute, and what Apache checks.
 func SignRemoting(secret string, fields map[string]string, body []byte) string {
-	h := hmac.New(sha1.New, []byte(secret))
-	writeRemotingContent(h, fields, body)
-	return base64.StdEncoding.EncodeToString(h.Sum(nil))
+	m := &macState{h: hmac.New(sha1.New, []byte(secret))}
+	m.writeRemotingContent(fields, body)
+	return base64.StdEncoding.EncodeToString(m.h.Sum(nil))
 }
 
 // VerifyRemoting reports whether fields carry a Signature that SignRemoting
 // would compute for them and body under secret, in constant time.
 func VerifyRemoting(secret string, fields map[string]string, body []byte) bool {
-	return verifyRemoting(hmac.New(sha1.New, []byte(secret)), fields, body)
+	return (&macState{h: hmac.New(sha1.New, []byte(secret))}).verifyRemoting(fields, body)
 }
 
-func verifyRemoting(h hash.Hash, fields map[string]string, body []byte) bool {
-	var want [sha1.Size]byte
+func (m *macState) verifyRemoting(fields map[string]string, body []byte) bool {
 	sig := fields[FieldSignature]
 	if base64.StdEncoding.DecodedLen(len(sig)) > 2*sha1.Size {
 		return false
@@ -159,35 +156,27 @@ func verifyRemoting(h hash.Hash, fields map[string]string, body []byte) bool {
 	if err != nil || n != sha1.Size {
 		return false
 	}
-	writeRemotingContent(h, fields, body)
-	return hmac.Equal(h.Sum(want[:0]), dec[:n])
+	m.writeRemotingContent(fields, body)
+	m.buf = m.h.Sum(m.buf[:0])
+	return hmac.Equal(m.buf, dec[:n])
 }
 
-// writeRemotingContent feeds the signed content to h without building it:
-// values of the sorted field names except Signature, then the body.
-func writeRemotingContent(h hash.Hash, fields map[string]string, body []byte) {
-	var keysBuf [32]string
-	keys := keysBuf[:0]
+// writeRemotingContent feeds the signed content to the hash: the values of
+// the sorted field names except Signature, then the body.
+func (m *macState) writeRemotingContent(fields map[string]string, body []byte) {
+	keys := m.keys[:0]
 	for k := range fields {
 		if k != FieldSignature {
 			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
-	var buf [512]byte
-	b := buf[:0]
+	b := m.buf[:0]
 	for _, k := range keys {
-		v := fields[k]
-		if len(b)+len(v) > cap(b) {
-			h.Write(b)
-			b = b[:0]
-			if len(v) > cap(b) {
-				h.Write([]byte(v))
-				continue
-			}
-		}
-		b = append(b, v...)
+		b = append(b, fields[k]...)
 	}
-	h.Write(b)
-	h.Write(body)
+	m.h.Write(b)
+	m.h.Write(body)
+	clear(keys) // the pool must not keep the request's strings alive
+	m.keys, m.buf = keys[:0], b[:0]
 }
