@@ -1,6 +1,21 @@
 package e2e
 
-import "github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
+import (
+	"os"
+
+	"github.com/brokercore/brokercore/acl"
+	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
+)
+
+// childACL is the access control of a child broker: the file E2E_ACL
+// names, none when unset.
+func childACL() (*acl.Authorizer, error) {
+	path := os.Getenv("E2E_ACL")
+	if path == "" {
+		return nil, nil
+	}
+	return acl.Open(path, acl.Options{})
+}
 
 // stored is the number of messages in topic's queues.
 func stored(b *rmqtest.Broker, topic string) int64 {

@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,6 +65,7 @@ func BenchmarkRemotingACL(b *testing.B) {
 			br, cr := aclBench(b, on)
 			benchACLSend(b, br, cr)
 		})
+		b.Run("send/broker=child,"+name, func(b *testing.B) { benchACLChildSend(b, on) })
 		b.Run("consume/"+name, func(b *testing.B) {
 			br, cr := aclBench(b, on)
 			benchACLConsume(b, br, cr)
@@ -70,13 +73,41 @@ func BenchmarkRemotingACL(b *testing.B) {
 	}
 }
 
+// benchACLChildSend is the send workload against a broker in a child
+// process, so its CPU (broker-cpu-µs/msg) is the broker's alone.
+func benchACLChildSend(b *testing.B, on bool) {
+	ns := freeAddr(b)
+	env := []string{"E2E_DIR=" + b.TempDir(), "E2E_NS=" + ns, "E2E_BR=" + freeAddr(b), "E2E_FLUSH=sync"}
+	var cr primitive.Credentials
+	if on {
+		path := filepath.Join(b.TempDir(), "acl.json")
+		if err := os.WriteFile(path, []byte(benchACLDoc), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		env = append(env, "E2E_ACL="+path)
+		cr = primitive.Credentials{AccessKey: "bench", SecretKey: "bench-secret"}
+	}
+	c := startChild(b, "broker", env...)
+	pid := c.cmd.Process.Pid
+	benchACLSendTo(b, ns, cr, func() (time.Duration, bool) { return cpuclock.Process(pid) })
+	c.stop(b)
+}
+
 func benchACLSend(b *testing.B, br *rmqtest.Broker, cr primitive.Credentials) {
-	p := newProducer(b, br.NameSrv, producer.WithCredentials(cr))
+	benchACLSendTo(b, br.NameSrv, cr, nil)
+}
+
+func benchACLSendTo(b *testing.B, ns string, cr primitive.Credentials, brokerCPU func() (time.Duration, bool)) {
+	p := newProducer(b, ns, producer.WithCredentials(cr))
 	body := make([]byte, 1024)
 	sendSync(b, p, primitive.NewMessage("bench-send", body))
 	var next atomic.Int64
 	b.ResetTimer()
 	cpu0 := cpuclock.Self()
+	var bcpu0 time.Duration
+	if brokerCPU != nil {
+		bcpu0, _ = brokerCPU()
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range 16 {
@@ -96,7 +127,14 @@ func benchACLSend(b *testing.B, br *rmqtest.Broker, cr primitive.Credentials) {
 	el, cpu := time.Since(start), cpuclock.Self()-cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/msg")
+	if brokerCPU == nil {
+		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/msg")
+		return
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "client-cpu-µs/msg")
+	if bcpu, ok := brokerCPU(); ok {
+		b.ReportMetric(float64((bcpu-bcpu0).Microseconds())/float64(b.N), "broker-cpu-µs/msg")
+	}
 }
 
 func benchACLConsume(b *testing.B, br *rmqtest.Broker, cr primitive.Credentials) {
