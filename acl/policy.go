@@ -32,7 +32,7 @@ type user struct {
 type macState struct {
 	h    hash.Hash
 	buf  []byte
-	keys []string
+	keys []string // the sorted field names of the last remoting request
 }
 
 func newUser(uc UserConfig) *user {
@@ -50,8 +50,8 @@ func (u *user) mac() *macState {
 }
 
 func (u *user) putMAC(m *macState) {
-	if cap(m.buf) > 64<<10 {
-		m.buf = make([]byte, 0, 1024) // a huge request does not pin its buffer
+	if cap(m.buf) > 64<<10 || len(m.keys) > 64 {
+		m.buf, m.keys = make([]byte, 0, 1024), nil // a huge request does not pin its buffers
 	}
 	u.macs.Put(m)
 }

@@ -162,21 +162,40 @@ func (m *macState) verifyRemoting(fields map[string]string, body []byte) bool {
 }
 
 // writeRemotingContent feeds the signed content to the hash: the values of
-// the sorted field names except Signature, then the body.
+// the sorted field names except Signature, then the body. A client sends
+// the same field names request after request, so the sorted order of the
+// last request is kept and reused when the names are the same.
 func (m *macState) writeRemotingContent(fields map[string]string, body []byte) {
-	keys := m.keys[:0]
-	for k := range fields {
-		if k != FieldSignature {
-			keys = append(keys, k)
+	n := len(fields)
+	if _, ok := fields[FieldSignature]; ok {
+		n--
+	}
+	b, same := m.buf[:0], len(m.keys) == n
+	if same {
+		for _, k := range m.keys {
+			v, ok := fields[k]
+			if !ok {
+				same = false
+				break
+			}
+			b = append(b, v...)
 		}
 	}
-	slices.Sort(keys)
-	b := m.buf[:0]
-	for _, k := range keys {
-		b = append(b, fields[k]...)
+	if !same {
+		keys := m.keys[:0]
+		for k := range fields {
+			if k != FieldSignature {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		b = b[:0]
+		for _, k := range keys {
+			b = append(b, fields[k]...)
+		}
+		m.keys = keys
 	}
 	m.h.Write(b)
 	m.h.Write(body)
-	clear(keys) // the pool must not keep the request's strings alive
-	m.keys, m.buf = keys[:0], b[:0]
+	m.buf = b[:0]
 }

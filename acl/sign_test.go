@@ -151,3 +151,24 @@ func TestParseV5AuthorizationRefusesMalformedHeaders(t *testing.T) {
 	_, err = ParseV5DateTime("2026-03-01T12:00:00Z")
 	assert.ErrorIs(t, err, ErrMalformed)
 }
+
+func TestRemotingVerifyReusesTheFieldOrderOnlyForTheSameNames(t *testing.T) {
+	// One keyed state verifies requests with the same names, then other
+	// names of the same count, then fewer: each must be checked against
+	// its own sorted order.
+	m := &macState{h: hmac.New(sha1.New, []byte("sk"))}
+	for _, fields := range []map[string]string{
+		{"a": "1", "b": "2", "c": "3"},
+		{"a": "4", "b": "5", "c": "6"},
+		{"a": "1", "b": "2", "d": "3"},
+		{"z": "1", "b": "2", "a": "3"},
+		{"a": "1"},
+	} {
+		sent := clientV2Sign("ak", "sk", fields, []byte("x"))
+		m.h.Reset()
+		assert.True(t, m.verifyRemoting(sent, []byte("x")), "%v", fields)
+		sent["a"] = sent["a"] + "!"
+		m.h.Reset()
+		assert.False(t, m.verifyRemoting(sent, []byte("x")), "%v tampered", fields)
+	}
+}
