@@ -163,7 +163,8 @@ func (h *Handler) check(c *transport.Conn, req *wire.Command) *wire.Command {
 			"client", c.RemoteAddr().String(), "err", err)
 		return wire.NewResponse(req, wire.NoPermission, err.Error())
 	}
-	needs, err := Needs(req, h.opts.TopicAt)
+	var buf [4]Need
+	needs, err := appendNeeds(buf[:0], req, h.opts.TopicAt)
 	if err != nil {
 		h.denied.Add(1)
 		h.log.Info("remoting request refused", "code", req.Code, "user", user, "client", c.RemoteAddr().String(), "err", err)
@@ -202,8 +203,17 @@ var ErrUnreadable = errors.New("cannot tell what the request touches")
 // Every field a handler might read a topic or group from is checked, so a
 // request cannot name an allowed resource in one field and act on another.
 func Needs(req *wire.Command, topicAt func(int64) (string, error)) ([]Need, error) {
+	ns, err := appendNeeds(nil, req, topicAt)
+	if len(ns) == 0 {
+		ns = nil
+	}
+	return ns, err
+}
+
+// appendNeeds is Needs appending to ns (a request's check uses a buffer on
+// its stack).
+func appendNeeds(ns []Need, req *wire.Command, topicAt func(int64) (string, error)) ([]Need, error) {
 	ext := req.ExtFields
-	var ns []Need
 	var bad error
 	topics := func(act acl.Action, names ...string) {
 		seen := false
@@ -233,16 +243,18 @@ func Needs(req *wire.Command, topicAt func(int64) (string, error)) ([]Need, erro
 	case wire.CodeGetRouteInfoByTopic:
 		topics(acl.Pub|acl.Sub|acl.Get, "topic")
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
-		for _, n := range []string{"topic", "b"} {
+		named := false
+		for _, n := range [...]string{"topic", "b"} {
 			if v, ok := ext[n]; ok {
 				act := acl.Pub
 				if strings.HasPrefix(v, "%RETRY%") {
 					act = acl.Sub // the group's own retries (the v2 client's send-back fallback)
 				}
 				ns = append(ns, Need{acl.TopicOrGroup(v), act})
+				named = true
 			}
 		}
-		if len(ns) == 0 {
+		if !named {
 			bad = fmt.Errorf("%w: no topic field", ErrUnreadable)
 		}
 	case wire.CodePullMessage:
@@ -263,11 +275,9 @@ func Needs(req *wire.Command, topicAt func(int64) (string, error)) ([]Need, erro
 			groups(acl.Sub, "consumerGroup")
 		}
 	case wire.CodeHeartbeat:
-		hb, err := heartbeatNeeds(req.Body)
-		ns, bad = hb, err
+		ns, bad = heartbeatNeeds(ns, req.Body)
 	case wire.CodeLockBatchMQ, wire.CodeUnlockBatchMQ:
-		lk, err := lockNeeds(req.Body)
-		ns, bad = lk, err
+		ns, bad = lockNeeds(ns, req.Body)
 	case wire.CodeConsumerSendMsgBack:
 		groups(acl.Sub, "group")
 		if topicAt != nil && bad == nil {
@@ -297,7 +307,7 @@ func Needs(req *wire.Command, topicAt func(int64) (string, error)) ([]Need, erro
 // heartbeatNeeds: Sub on every consumer group of a HEART_BEAT body and on
 // each topic it subscribes (a producer's heartbeat needs nothing more than
 // its signature).
-func heartbeatNeeds(body []byte) ([]Need, error) {
+func heartbeatNeeds(ns []Need, body []byte) ([]Need, error) {
 	var hb struct {
 		ConsumerDataSet []struct {
 			GroupName           string `json:"groupName"`
@@ -309,7 +319,6 @@ func heartbeatNeeds(body []byte) ([]Need, error) {
 	if err := json.Unmarshal(body, &hb); err != nil {
 		return nil, fmt.Errorf("%w: heartbeat body: %v", ErrUnreadable, err)
 	}
-	var ns []Need
 	for _, c := range hb.ConsumerDataSet {
 		ns = append(ns, Need{acl.Group(c.GroupName), acl.Sub})
 		for _, s := range c.SubscriptionDataSet {
@@ -321,7 +330,7 @@ func heartbeatNeeds(body []byte) ([]Need, error) {
 
 // lockNeeds: Sub on the group of a LOCK/UNLOCK_BATCH_MQ body and on each
 // queue's topic.
-func lockNeeds(body []byte) ([]Need, error) {
+func lockNeeds(ns []Need, body []byte) ([]Need, error) {
 	var lb struct {
 		ConsumerGroup string `json:"consumerGroup"`
 		MQSet         []struct {
@@ -331,7 +340,7 @@ func lockNeeds(body []byte) ([]Need, error) {
 	if err := json.Unmarshal(body, &lb); err != nil {
 		return nil, fmt.Errorf("%w: lock body: %v", ErrUnreadable, err)
 	}
-	ns := []Need{{acl.Group(lb.ConsumerGroup), acl.Sub}}
+	ns = append(ns, Need{acl.Group(lb.ConsumerGroup), acl.Sub})
 	for _, q := range lb.MQSet {
 		ns = append(ns, Need{acl.TopicOrGroup(q.Topic), acl.Sub})
 	}
