@@ -33,13 +33,13 @@ func startTxnBroker(t *testing.T, clk *shiftClock) *rmqtest.Broker {
 	return rmqtest.StartConfig(t, server.Config{Core: brokercore.Options{Txn: txn.Options{Now: clk.Now, Tick: 10 * time.Millisecond}}})
 }
 
-func v5Config(endpoint, group string) *rmq.Config {
+func txnV5Config(endpoint, group string) *rmq.Config {
 	return &rmq.Config{Endpoint: endpoint, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
 }
 
-// v5Start runs a v5 client's Start, which waits for the server's settings,
+// txnV5Start runs a v5 client's Start, which waits for the server's settings,
 // failing after 15 s.
-func v5Start(t testing.TB, start func() error) {
+func txnV5Start(t testing.TB, start func() error) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- start() }()
@@ -53,20 +53,20 @@ func v5Start(t testing.TB, start func() error) {
 
 func newV5TxnProducer(t testing.TB, endpoint string, check func(*rmq.MessageView) rmq.TransactionResolution, topics ...string) rmq.Producer {
 	t.Helper()
-	p, err := rmq.NewProducer(v5Config(endpoint, ""), rmq.WithTopics(topics...),
+	p, err := rmq.NewProducer(txnV5Config(endpoint, ""), rmq.WithTopics(topics...),
 		rmq.WithTransactionChecker(&rmq.TransactionChecker{Check: check}))
 	require.NoError(t, err)
-	v5Start(t, p.Start)
+	txnV5Start(t, p.Start)
 	t.Cleanup(func() { _ = p.GracefulStop() })
 	return p
 }
 
 func newV5Consumer(t testing.TB, endpoint, group, topic string) rmq.SimpleConsumer {
 	t.Helper()
-	c, err := rmq.NewSimpleConsumer(v5Config(endpoint, group), rmq.WithSimpleAwaitDuration(2*time.Second),
+	c, err := rmq.NewSimpleConsumer(txnV5Config(endpoint, group), rmq.WithSimpleAwaitDuration(2*time.Second),
 		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
 	require.NoError(t, err)
-	v5Start(t, c.Start)
+	txnV5Start(t, c.Start)
 	t.Cleanup(func() { _ = c.GracefulStop() })
 	return c
 }

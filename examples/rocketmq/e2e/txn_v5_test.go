@@ -43,10 +43,10 @@ func TestV5TransactionCommitIsReceivedOnceAndARollbackNeverWhileAControlMessageI
 func TestV5OrphanedTransactionIsAnsweredByAnotherProducerOnceTheSenderIsGone(t *testing.T) {
 	clk := &shiftClock{}
 	b := startTxnBroker(t, clk)
-	sender, err := rmq.NewProducer(v5Config(b.GRPC, ""), rmq.WithTopics("orders"),
+	sender, err := rmq.NewProducer(txnV5Config(b.GRPC, ""), rmq.WithTopics("orders"),
 		rmq.WithTransactionChecker(&rmq.TransactionChecker{Check: unknownV5}))
 	require.NoError(t, err)
-	v5Start(t, sender.Start)
+	txnV5Start(t, sender.Start)
 	ctx := context.Background()
 	for _, body := range []string{"commit me", "roll me back"} {
 		_, err := sender.SendWithTransaction(ctx, &rmq.Message{Topic: "orders", Body: []byte(body)}, sender.BeginTransaction())
