@@ -1,7 +1,8 @@
 package grpcapi
 
 import (
-	"hash/crc32"
+	"crypto/md5"
+	"encoding/hex"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,8 +57,9 @@ func TestFramesRenderEveryFieldAndStayIndependent(t *testing.T) {
 		r, err := parseReceipt(sp.GetReceiptHandle())
 		require.NoError(t, err)
 		require.Equal(t, receipt{queue: m.QueueID, offset: m.QueueOffset, pop: handles[i]}, r)
-		require.Equal(t, strings.ToUpper(strconv.FormatUint(uint64(crc32.ChecksumIEEE(m.Body)), 16)), sp.GetBodyDigest().GetChecksum())
-		require.Equal(t, v2.DigestType_CRC32, sp.GetBodyDigest().GetType())
+		sum := md5.Sum(m.Body) // Apache's proxy: MD5, upper-case hex (BinaryUtil.generateMd5)
+		require.Equal(t, strings.ToUpper(hex.EncodeToString(sum[:])), sp.GetBodyDigest().GetChecksum())
+		require.Equal(t, v2.DigestType_MD5, sp.GetBodyDigest().GetType())
 		require.EqualValues(t, i+1, sp.GetDeliveryAttempt())
 		require.EqualValues(t, m.QueueID, sp.GetQueueId())
 		require.Equal(t, m.QueueOffset, sp.GetQueueOffset())

@@ -57,10 +57,12 @@
 //     broker), always OK and non-empty.
 //   - Heartbeat and Telemetry: consumers are registered in the consumer
 //     registry; the first settings command of a stream is answered with the
-//     server's settings (max body size; for consumers the FIFO flag, batch
-//     size, long-polling time and an exponential backoff from 1 s, ×2, up
-//     to 10 s, with the max attempts; metrics off). See Options.SettingsHold
-//     for why that answer waits about a second.
+//     server's settings (max body size; for producers Apache's send retry
+//     policy, 3 attempts from 10 ms, ×2, up to 1 s; for consumers the FIFO
+//     flag, batch size, long-polling time and an exponential backoff from
+//     1 s, ×2, up to 10 s, with the max attempts; metrics off). See
+//     Options.SettingsHold for why that answer waits about a second.
+//   - Message frames carry Apache's body digest: MD5, upper-case hex.
 //
 // Nothing waits for a client's settings: sends and receives work before
 // they arrive. The v5 client never closes its streams, so a client is

@@ -23,6 +23,15 @@ const (
 	DefaultBackoffInitial    = time.Second
 	DefaultBackoffMax        = 10 * time.Second
 	DefaultBackoffMultiplier = 2
+	// ProducerMaxAttempts, ProducerBackoffInitial, ProducerBackoffMax and
+	// ProducerBackoffMultiplier are the send retry policy every producer's
+	// settings answer carries: Apache's proxy's defaults
+	// (grpcClientProducerMaxAttempts, …BackoffInitialMillis,
+	// …BackoffMaxMillis, …BackoffMultiplier).
+	ProducerMaxAttempts       = 3
+	ProducerBackoffInitial    = 10 * time.Millisecond
+	ProducerBackoffMax        = time.Second
+	ProducerBackoffMultiplier = 2
 	// DefaultBatchSize is the push consumers' receive batch size.
 	DefaultBatchSize = 32
 	// DefaultLongPolling is the push consumers' long-polling time, and the
@@ -171,6 +180,11 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// resyncGap is how long after a Telemetry stream's first settings command
+// a command counts as the client's 1-s re-sync rather than one more of
+// Start's per-route syncs: two fifths of SettingsHold (600 ms by default).
+func (o Options) resyncGap() time.Duration { return o.SettingsHold * 2 / 5 }
 
 // backoff is the retry delay after the failed delivery number attempt
 // (1 = the first), as the client computes it from the settings.

@@ -62,7 +62,19 @@ func TestSettingsAnswerWhatTheClientsNeed(t *testing.T) {
 	st := ask(&v2.Settings{ClientType: &prod, PubSub: &v2.Settings_Publishing{Publishing: &v2.Publishing{}}})
 	require.NotNil(t, st.GetPublishing())
 	assert.EqualValues(t, grpcapi.DefaultMaxBodySize, st.GetPublishing().GetMaxBodySize())
+	assert.True(t, st.GetPublishing().GetValidateMessageType())
 	assert.False(t, st.GetMetric().GetOn())
+	// Apache's proxy sends producers a backoff policy too (ProxyConfig's
+	// grpcClientProducer* values); a client of another language throws in
+	// its settings handler without one.
+	bp := st.GetBackoffPolicy()
+	require.NotNil(t, bp, "a producer's settings answer carries a backoff policy")
+	assert.EqualValues(t, 3, bp.GetMaxAttempts())
+	pexp := bp.GetExponentialBackoff()
+	require.NotNil(t, pexp)
+	assert.Equal(t, 10*time.Millisecond, pexp.GetInitial().AsDuration())
+	assert.Equal(t, time.Second, pexp.GetMax().AsDuration())
+	assert.EqualValues(t, 2, pexp.GetMultiplier())
 }
 
 // TestBadSendsAreRefusedWithTheirCodeAndNothingStored.
