@@ -1,8 +1,8 @@
 package grpcapi
 
 import (
-	"fmt"
 	"crypto/md5"
+	"fmt"
 	"strconv"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
