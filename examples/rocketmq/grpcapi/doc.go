@@ -25,7 +25,10 @@
 //     ones to the scheduler's timers (schedule.Scheduler.At). Bad input gets
 //     the protocol's code and a message, and nothing is stored.
 //     Transactional messages are answered NOT_IMPLEMENTED, and so is
-//     EndTransaction.
+//     EndTransaction. A DELAY message's entry carries Apache 5.3's recall
+//     handle (base64url of "v1 topic broker timestamp id").
+//   - RecallMessage: cancels a DELAY message's timer by that handle
+//     (schedule.Scheduler.CancelAt), with Apache's answers.
 //   - ReceiveMessage: a pop (pop.Service) across all the topic's queues —
 //     the requested queue only selects the broker — with the request's batch
 //     size, invisible time (Options.PushInvisible when none is given, as for

@@ -54,7 +54,9 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 	}
 	entries := make([]*v2.SendResultEntry, len(msgs))
 	for i, m := range msgs {
-		entries[i] = &v2.SendResultEntry{Status: ok(), MessageId: req.GetMessages()[i].GetSystemProperties().GetMessageId(), Offset: m.QueueOffset}
+		pm := req.GetMessages()[i]
+		id := pm.GetSystemProperties().GetMessageId()
+		entries[i] = &v2.SendResultEntry{Status: ok(), MessageId: id, Offset: m.QueueOffset, RecallHandle: s.recallHandleFor(pm.GetTopic().GetName(), id, m)}
 	}
 	return &v2.SendMessageResponse{Status: ok(), Entries: entries}, nil
 }
