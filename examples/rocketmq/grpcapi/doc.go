@@ -27,6 +27,11 @@
 //     Transactional messages are answered NOT_IMPLEMENTED, and so is
 //     EndTransaction. A DELAY message's entry carries Apache 5.3's recall
 //     handle (base64url of "v1 topic broker timestamp id").
+//   - Priority (RocketMQ 5.4) and lite-topic (5.5) messages are not
+//     supported: routes never list them among the accepted types (the
+//     stock producer refuses such a send itself), a send of one is
+//     MESSAGE_PROPERTY_CONFLICT_WITH_TYPE (Apache's answer for a type its
+//     topic does not accept) and SyncLiteSubscription NOT_IMPLEMENTED.
 //   - RecallMessage: cancels a DELAY message's timer by that handle
 //     (schedule.Scheduler.CancelAt), with Apache's answers.
 //   - ReceiveMessage: a pop (pop.Service) across all the topic's queues —

@@ -15,7 +15,9 @@ import (
 const maxNameLen = 255
 
 // acceptAll is every message type a queue accepts: the producer refuses to
-// send a type a route's queue does not list.
+// send a type a route's queue does not list. PRIORITY (RocketMQ 5.4) and
+// LITE (5.5) are not among them: see unsupportedType and
+// SyncLiteSubscription.
 var acceptAll = []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_FIFO, v2.MessageType_DELAY, v2.MessageType_TRANSACTION}
 
 // validName reports whether a topic or group name is acceptable: RocketMQ's
@@ -190,6 +192,16 @@ func (s *Server) NotifyClientTermination(ctx context.Context, req *v2.NotifyClie
 		}
 	}
 	return &v2.NotifyClientTerminationResponse{Status: ok()}, nil
+}
+
+// SyncLiteSubscription refuses lite-topic subscriptions (RocketMQ 5.5):
+// NOT_IMPLEMENTED, the code Apache's proxy gives a request its broker does
+// not support (REQUEST_CODE_NOT_SUPPORTED). The stock lite push consumer
+// returns it from SubscribeLite.
+func (s *Server) SyncLiteSubscription(ctx context.Context, req *v2.SyncLiteSubscriptionRequest) (*v2.SyncLiteSubscriptionResponse, error) {
+	s.seen(ctx)
+	st := status(v2.Code_NOT_IMPLEMENTED, "lite topics are not supported by this broker")
+	return &v2.SyncLiteSubscriptionResponse{Status: s.reject(ctx, "SyncLiteSubscription", st, "topic", req.GetTopic().GetName(), "group", req.GetGroup().GetName())}, nil
 }
 
 // seen records that the caller is alive.

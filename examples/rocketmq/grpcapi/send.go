@@ -123,6 +123,9 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 	if st != nil {
 		return nil, st
 	}
+	if st := unsupportedType(sp); st != nil {
+		return nil, st
+	}
 	typ := sp.GetMessageType()
 	if typ == v2.MessageType_MESSAGE_TYPE_UNSPECIFIED {
 		switch {
@@ -166,6 +169,22 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 	default:
 		return nil, status(v2.Code_BAD_REQUEST, "unknown message type %v", typ)
 	}
+}
+
+// unsupportedType refuses RocketMQ 5.4's priority and 5.5's lite-topic
+// messages, by their type or by their field alone (a message of another
+// type carrying one would lose it silently otherwise). The code is the
+// one Apache's proxy answers a message type its topic does not accept
+// (TopicMessageTypeValidator): no topic here accepts these types, and no
+// route lists them (acceptAll).
+func unsupportedType(sp *v2.SystemProperties) *v2.Status {
+	switch {
+	case sp.GetMessageType() == v2.MessageType_PRIORITY || sp.Priority != nil:
+		return status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "priority messages are not supported by this broker: its topics accept NORMAL, FIFO, DELAY and TRANSACTION messages")
+	case sp.GetMessageType() == v2.MessageType_LITE || sp.LiteTopic != nil:
+		return status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "lite-topic messages are not supported by this broker: its topics accept NORMAL, FIFO, DELAY and TRANSACTION messages")
+	}
+	return nil
 }
 
 // delay hands m to the scheduler's timers; a time already passed is a
