@@ -46,7 +46,10 @@ func TestPriorityAndLiteMessagesAreRefusedCleanly(t *testing.T) {
 		"lite type":      msg(func(sp *v2.SystemProperties) { sp.MessageType = v2.MessageType_LITE; sp.LiteTopic = &lite }),
 		"normal w/ prio": msg(func(sp *v2.SystemProperties) { sp.Priority = &prio }),
 		"normal w/ lite": msg(func(sp *v2.SystemProperties) { sp.LiteTopic = &lite }),
-		"unset w/ prio":  msg(func(sp *v2.SystemProperties) { sp.MessageType = v2.MessageType_MESSAGE_TYPE_UNSPECIFIED; sp.Priority = &prio }),
+		"unset w/ prio": msg(func(sp *v2.SystemProperties) {
+			sp.MessageType = v2.MessageType_MESSAGE_TYPE_UNSPECIFIED
+			sp.Priority = &prio
+		}),
 	} {
 		resp, err := c.SendMessage(ctx, &v2.SendMessageRequest{Messages: []*v2.Message{m}})
 		require.NoError(t, err, name)
