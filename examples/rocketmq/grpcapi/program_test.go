@@ -2,6 +2,9 @@ package grpcapi_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,5 +41,38 @@ func TestProgramServesGRPCNextToRemoting(t *testing.T) {
 	}
 	for _, id := range ids {
 		require.Equal(t, 1, got.m[id])
+	}
+}
+
+// TestProgramMetricsCountGRPCRequestsStreamsAndReceives: /metrics has the
+// gRPC listener's series next to the remoting ones — requests by method
+// and answer code, open Telemetry streams, receives in flight.
+func TestProgramMetricsCountGRPCRequestsStreamsAndReceives(t *testing.T) {
+	t.Parallel()
+	b := rmqtest.Start(t)
+	topic := "metrics-topic"
+	p := newProducer(t, b.GRPC, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sendN(t, ctx, p, topic, 3, nil)
+	c := newSimpleConsumer(t, b.GRPC, "metrics-g", topic, time.Second, nil)
+	_, err := receive(ctx, c, 32, 30*time.Second)
+	require.NoError(t, err)
+	_, _ = receive(ctx, c, 32, 30*time.Second) // MESSAGE_NOT_FOUND, or more
+	resp, err := http.Get("http://" + b.Metrics + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	body := string(raw)
+	for _, m := range []string{
+		`rocketmq_grpc_requests_total{code="OK",method="SendMessage"} 3`,
+		`rocketmq_grpc_requests_total{code="OK",method="QueryRoute"}`,
+		`rocketmq_grpc_requests_total{code="OK",method="ReceiveMessage"}`,
+		`rocketmq_grpc_streams{method="Telemetry"} 2`,
+		`rocketmq_grpc_receives_in_flight 0`,
+		`rocketmq_remoting_broker_accepted_total`,
+	} {
+		require.True(t, strings.Contains(body, m), "/metrics lacks %s", m)
 	}
 }

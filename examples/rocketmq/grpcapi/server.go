@@ -47,6 +47,7 @@ type Server struct {
 	gs   *grpc.Server
 
 	clients *clientTable
+	metrics metrics
 	rr      atomic.Uint64 // round robin of normal sends
 
 	attemptPrefix string        // server-made FIFO attempt ids: prefix + counter
@@ -98,6 +99,8 @@ func (s *Server) grpcServer(impl v2.MessagingServiceServer) *grpc.Server {
 		// connections still in it.
 		grpc.ConnectionTimeout(s.opts.HandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(s.metrics.unary),
+		grpc.ChainStreamInterceptor(s.metrics.streaming),
 	)
 	v2.RegisterMessagingServiceServer(gs, impl)
 	return gs

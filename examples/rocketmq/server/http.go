@@ -71,6 +71,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	emitStats(ch, "rocketmq_broker", c.s.broker.Stats())
 	emitStats(ch, "rocketmq_remoting_namesrv", c.s.nsrv.Stats())
 	emitStats(ch, "rocketmq_remoting_broker", c.s.bsrv.Stats())
+	if g, ok := c.s.grpc.(prometheus.Collector); ok { // the gRPC listener's own series
+		g.Collect(ch)
+	}
 }
 
 // emitStats turns a Stats struct into metrics: uint64 fields are counters,
