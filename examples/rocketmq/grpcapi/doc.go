@@ -43,8 +43,9 @@
 //     cut to end Options.DeadlineMargin before the client's deadline: the
 //     client drops a whole answer whose stream has not ended by then. An
 //     empty answer is MESSAGE_NOT_FOUND.
-//   - FIFO: a consumer group whose name ends in Options.FIFOSuffix ("-fifo")
-//     or is listed in Options.FIFOGroups consumes in order: its receives are
+//   - FIFO: a consumer group whose name ends in Options.FIFOSuffix ("-fifo"),
+//     is listed in Options.FIFOGroups or is orderly by Options.GroupFIFO
+//     (the host's subscription group table) consumes in order: its receives are
 //     FIFO pops, each queue handing out one batch at a time. A receive that
 //     carries the attempt_id of the batch in flight gets that batch again at
 //     once, with fresh receipt handles and no extra attempt counted, even

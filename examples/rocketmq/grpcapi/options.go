@@ -76,6 +76,11 @@ type Options struct {
 	// FIFOGroups names more.
 	FIFOSuffix string
 	FIFOGroups []string
+	// GroupFIFO, if set, reports groups the host's subscription group
+	// table marks orderly (RocketMQ's consumeMessageOrderly, set with
+	// mqadmin updateSubGroup -o true): they are FIFO whatever their name.
+	// It is called for every receive and settings answer; keep it cheap.
+	GroupFIFO func(group string) bool
 	// MaxAttempts is the total number of deliveries of a message reported
 	// to consumers (default DefaultMaxAttempts); the pop service must be
 	// configured with the same value (it dead-letters after that many).
@@ -215,5 +220,5 @@ func (o Options) isFIFO(group string) bool {
 			return true
 		}
 	}
-	return false
+	return o.GroupFIFO != nil && o.GroupFIFO(group)
 }
