@@ -21,6 +21,10 @@ const (
 	PropBornHost       = "BORN_HOST"          // the producer's host
 	PropStartDeliver   = "__STARTDELIVERTIME" // the scheduler's timer properties,
 	PropTimerDeliverMS = "TIMER_DELIVER_MS"   // removed when a timer delivers
+	// PropTags and PropKeys are a message's tag and its keys (separated by
+	// spaces), RocketMQ's TAGS and KEYS properties.
+	PropTags = "TAGS"
+	PropKeys = "KEYS"
 	// PropDeliveryTime is a DELAY message's delivery time (Unix ms) as the
 	// producer set it; it stays with the message so that receivers see it.
 	PropDeliveryTime = "DELIVERY_TIME_MS"

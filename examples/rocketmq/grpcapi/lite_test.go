@@ -72,3 +72,30 @@ func TestPriorityAndLiteMessagesAreRefusedCleanly(t *testing.T) {
 	require.Error(t, err)
 	assert.Zero(t, maxOffsets(b, "prio"), "nothing stored")
 }
+
+// TestSentTagsAndKeysAreRocketMQProperties: like Apache's proxy, a gRPC
+// send keeps the tag and keys as the TAGS and KEYS properties too, so a
+// remoting (v2) consumer — which filters by the TAGS property on its side
+// and shows KEYS — sees them; a gRPC receive still shows them as system
+// properties only.
+func TestSentTagsAndKeysAreRocketMQProperties(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, grpcapi.Options{})
+	p := newProducer(t, b.endpoint, "props")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := textMessage("props", "x")
+	m.SetTag("TagA")
+	m.SetKeys("k1", "k2")
+	_, err := p.Send(ctx, m)
+	require.NoError(t, err)
+	var stored []string
+	for _, q := range b.Store().Queues("props") {
+		msgs, err := b.Store().Read("props", q, 0, 10)
+		require.NoError(t, err)
+		for _, sm := range msgs {
+			stored = append(stored, sm.Properties["TAGS"], sm.Properties["KEYS"])
+		}
+	}
+	assert.Equal(t, []string{"TagA", "k1 k2"}, stored)
+}

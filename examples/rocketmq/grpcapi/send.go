@@ -104,6 +104,14 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 		return nil, status(v2.Code_MESSAGE_PROPERTIES_TOO_LARGE, "properties of %d bytes are over %d", size, maxPropsBytes)
 	}
 	props[PropUniqKey] = sp.GetMessageId()
+	// The tag and keys are RocketMQ properties too, as Apache's proxy
+	// stores them: remoting consumers read (and filter by) these.
+	if sp.Tag != nil {
+		props[PropTags] = sp.GetTag()
+	}
+	if len(sp.GetKeys()) > 0 {
+		props[PropKeys] = strings.Join(sp.GetKeys(), " ")
+	}
 	if sp.GetBornHost() != "" {
 		props[PropBornHost] = sp.GetBornHost()
 	}
