@@ -99,3 +99,25 @@ func TestSentTagsAndKeysAreRocketMQProperties(t *testing.T) {
 	}
 	assert.Equal(t, []string{"TagA", "k1 k2"}, stored)
 }
+
+// TestEmptyAndMixedTopicSendsAreMessageCorrupted: Apache's proxy answers a
+// send without messages, and one whose messages name different topics,
+// MESSAGE_CORRUPTED; nothing is stored.
+func TestEmptyAndMixedTopicSendsAreMessageCorrupted(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, grpcapi.Options{})
+	c := rawClient(t, b.endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.SendMessage(ctx, &v2.SendMessageRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, v2.Code_MESSAGE_CORRUPTED, resp.GetStatus().GetCode())
+	msg := func(topic, id string) *v2.Message {
+		return &v2.Message{Topic: &v2.Resource{Name: topic}, Body: []byte("x"), SystemProperties: &v2.SystemProperties{
+			MessageId: id, MessageType: v2.MessageType_NORMAL, BodyEncoding: v2.Encoding_IDENTITY, BornTimestamp: timestamppb.Now()}}
+	}
+	resp, err = c.SendMessage(ctx, &v2.SendMessageRequest{Messages: []*v2.Message{msg("mixed-a", "01A"), msg("mixed-b", "01B")}})
+	require.NoError(t, err)
+	assert.Equal(t, v2.Code_MESSAGE_CORRUPTED, resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+	assert.Zero(t, maxOffsets(b, "mixed-a")+maxOffsets(b, "mixed-b"))
+}

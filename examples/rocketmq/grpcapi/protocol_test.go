@@ -120,8 +120,11 @@ func TestBadSendsAreRefusedWithTheirCodeAndNothingStored(t *testing.T) {
 		}), v2.Code_ILLEGAL_DELIVERY_TIME},
 	}
 	for name, tc := range cases {
-		good := msg(func(*v2.Message) {})
-		resp, err := c.SendMessage(ctx, &v2.SendMessageRequest{Messages: []*v2.Message{good, tc.m}})
+		batch := []*v2.Message{msg(func(*v2.Message) {}), tc.m}
+		if tc.m.GetTopic().GetName() != batch[0].GetTopic().GetName() {
+			batch = batch[1:] // a batch of two topics is MESSAGE_CORRUPTED whatever its messages
+		}
+		resp, err := c.SendMessage(ctx, &v2.SendMessageRequest{Messages: batch})
 		require.NoError(t, err, name)
 		assert.Equal(t, tc.code, resp.GetStatus().GetCode(), "%s: %s", name, resp.GetStatus().GetMessage())
 		assert.NotEmpty(t, resp.GetStatus().GetMessage(), name)

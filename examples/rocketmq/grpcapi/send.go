@@ -34,10 +34,14 @@ type timer interface {
 func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*v2.SendMessageResponse, error) {
 	s.seen(ctx)
 	if len(req.GetMessages()) == 0 {
-		return &v2.SendMessageResponse{Status: s.reject(ctx, "SendMessage", status(v2.Code_BAD_REQUEST, "no messages"))}, nil
+		return &v2.SendMessageResponse{Status: s.reject(ctx, "SendMessage", status(v2.Code_MESSAGE_CORRUPTED, "no message to send"))}, nil
 	}
 	msgs := make([]*store.Message, 0, len(req.GetMessages()))
+	first := req.GetMessages()[0].GetTopic()
 	for _, pm := range req.GetMessages() {
+		if pm.GetTopic().GetName() != first.GetName() || pm.GetTopic().GetResourceNamespace() != first.GetResourceNamespace() {
+			return &v2.SendMessageResponse{Status: s.reject(ctx, "SendMessage", status(v2.Code_MESSAGE_CORRUPTED, "topic in message is not same"), "topic", first.GetName())}, nil
+		}
 		m, st := s.fromProto(pm)
 		if st != nil {
 			return &v2.SendMessageResponse{Status: s.reject(ctx, "SendMessage", st, "topic", pm.GetTopic().GetName())}, nil
