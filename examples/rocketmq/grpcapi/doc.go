@@ -17,8 +17,10 @@
 //
 //   - QueryRoute: every topic has Options.Queues (or Options.QueueCount)
 //     readable and writable queues in a stable order on this broker, which
-//     accept NORMAL, FIFO, DELAY and TRANSACTION messages; the broker
-//     endpoints are Options.Advertise or the address the client reached.
+//     accept NORMAL, FIFO, DELAY and TRANSACTION messages, or only the
+//     topic's message.type (Options.TopicMessageType), whose other types
+//     a send is refused; the broker endpoints are Options.Advertise or the
+//     address the client reached.
 //   - SendMessage: one atomic store append per request, one OK entry per
 //     message with the client's id (kept as UNIQ_KEY). Normal messages go
 //     round robin, FIFO ones to queue hash(message_group) mod queues, DELAY

@@ -62,3 +62,42 @@ func TestGroupFIFOMakesAGroupOrderlyWithoutTheNameSuffix(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicMessageTypeIsHonouredByRoutesAndSends: a topic whose
+// message.type attribute is FIFO (mqadmin updateTopic -a
+// +message.type=FIFO) is routed as accepting FIFO messages only, as
+// Apache's proxy routes it, and a NORMAL send to it is
+// MESSAGE_PROPERTY_CONFLICT_WITH_TYPE (Apache's TopicMessageTypeValidator);
+// a topic without the attribute accepts every supported type.
+func TestTopicMessageTypeIsHonouredByRoutesAndSends(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, grpcapi.Options{TopicMessageType: func(topic string) string {
+		if topic == "typed-fifo" {
+			return "FIFO"
+		}
+		return ""
+	}})
+	c := rawClient(t, b.endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	route := func(topic string) []v2.MessageType {
+		r, err := c.QueryRoute(ctx, &v2.QueryRouteRequest{Topic: &v2.Resource{Name: topic}})
+		require.NoError(t, err)
+		require.Equal(t, v2.Code_OK, r.GetStatus().GetCode())
+		return r.GetMessageQueues()[0].GetAcceptMessageTypes()
+	}
+	assert.Equal(t, []v2.MessageType{v2.MessageType_FIFO}, route("typed-fifo"))
+	assert.Len(t, route("untyped"), 4)
+	group := "g"
+	send := func(typ v2.MessageType) v2.Code {
+		sp := &v2.SystemProperties{MessageId: "01TYPED", MessageType: typ, BodyEncoding: v2.Encoding_IDENTITY, BornTimestamp: timestamppb.Now()}
+		if typ == v2.MessageType_FIFO {
+			sp.MessageGroup = &group
+		}
+		resp, err := c.SendMessage(ctx, &v2.SendMessageRequest{Messages: []*v2.Message{{Topic: &v2.Resource{Name: "typed-fifo"}, Body: []byte("x"), SystemProperties: sp}}})
+		require.NoError(t, err)
+		return resp.GetStatus().GetCode()
+	}
+	assert.Equal(t, v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, send(v2.MessageType_NORMAL))
+	assert.Equal(t, v2.Code_OK, send(v2.MessageType_FIFO))
+}

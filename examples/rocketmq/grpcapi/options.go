@@ -81,6 +81,12 @@ type Options struct {
 	// mqadmin updateSubGroup -o true): they are FIFO whatever their name.
 	// It is called for every receive and settings answer; keep it cheap.
 	GroupFIFO func(group string) bool
+	// TopicMessageType, if set, gives a topic's message.type attribute
+	// (Apache's TopicMessageType: "NORMAL", "FIFO", "DELAY",
+	// "TRANSACTION"; "" or "MIXED" = any): its routes accept that type only
+	// and a send of another type is MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as
+	// Apache's proxy does. Called for every route and send; keep it cheap.
+	TopicMessageType func(topic string) string
 	// MaxAttempts is the total number of deliveries of a message reported
 	// to consumers (default DefaultMaxAttempts); the pop service must be
 	// configured with the same value (it dead-letters after that many).

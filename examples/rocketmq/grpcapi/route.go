@@ -20,6 +20,23 @@ const maxNameLen = 255
 // SyncLiteSubscription.
 var acceptAll = []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_FIFO, v2.MessageType_DELAY, v2.MessageType_TRANSACTION}
 
+// typedAccept is the accepted types of a topic with a message.type.
+var typedAccept = map[string][]v2.MessageType{
+	"NORMAL": {v2.MessageType_NORMAL}, "FIFO": {v2.MessageType_FIFO},
+	"DELAY": {v2.MessageType_DELAY}, "TRANSACTION": {v2.MessageType_TRANSACTION},
+}
+
+// acceptTypes is what a topic's queues accept: its message.type
+// (Options.TopicMessageType), or every supported type.
+func (s *Server) acceptTypes(topic string) []v2.MessageType {
+	if s.opts.TopicMessageType != nil {
+		if ts, ok := typedAccept[s.opts.TopicMessageType(topic)]; ok {
+			return ts
+		}
+	}
+	return acceptAll
+}
+
 // validName reports whether a topic or group name is acceptable: RocketMQ's
 // characters (letters, digits, '-', '_', '%', '|').
 func validName(n string) bool {
@@ -107,7 +124,7 @@ func (s *Server) queue(topic *v2.Resource, id int32, ep *v2.Endpoints) *v2.Messa
 		Id:                 id,
 		Permission:         v2.Permission_READ_WRITE,
 		Broker:             &v2.Broker{Name: s.opts.BrokerName, Id: 0, Endpoints: ep},
-		AcceptMessageTypes: acceptAll,
+		AcceptMessageTypes: s.acceptTypes(topic.GetName()),
 	}
 }
 

@@ -149,6 +149,9 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 			typ = v2.MessageType_NORMAL
 		}
 	}
+	if want := s.acceptTypes(topic); len(want) == 1 && want[0] != typ {
+		return nil, status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "TopicMessageType validate failed, the expected type is %s, but actual type is %s", want[0], typ)
+	}
 	switch typ {
 	case v2.MessageType_NORMAL:
 		if sp.MessageGroup != nil || sp.DeliveryTimestamp != nil {
