@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 )
 
 // defaultTimeout bounds one request: dial, write and answer.
@@ -40,7 +40,7 @@ type client struct {
 
 // invoke sends one request to addr and returns its answer. A non-zero
 // response code is a *remoteError, except the codes listed in okCodes.
-func (c *client) invoke(addr string, code int16, ext map[string]string, body []byte, okCodes ...int16) (*remoting.Command, error) {
+func (c *client) invoke(addr string, code int16, ext map[string]string, body []byte, okCodes ...int16) (*wire.Command, error) {
 	nc, err := net.DialTimeout("tcp", addr, c.timeout)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
@@ -50,8 +50,8 @@ func (c *client) invoke(addr string, code int16, ext map[string]string, body []b
 	if ext == nil {
 		ext = map[string]string{}
 	}
-	req := &remoting.Command{Code: code, Language: "JAVA", Version: 317, Opaque: c.opaque.Add(1), ExtFields: ext, Body: body}
-	frame, err := remoting.Encode(req)
+	req := &wire.Command{Code: code, Language: "JAVA", Version: 317, Opaque: c.opaque.Add(1), ExtFields: ext, Body: body}
+	frame, err := wire.Encode(req)
 	if err != nil {
 		return nil, err
 	}
@@ -60,18 +60,18 @@ func (c *client) invoke(addr string, code int16, ext map[string]string, body []b
 	}
 	r := bufio.NewReader(nc)
 	for {
-		raw, err := remoting.ReadFrame(r, remoting.DefaultMaxFrame)
+		raw, err := wire.ReadFrame(r, wire.DefaultMaxFrame)
 		if err != nil {
 			return nil, fmt.Errorf("read from %s: %w", addr, err)
 		}
-		resp, err := remoting.Decode(raw)
+		resp, err := wire.Decode(raw)
 		if err != nil {
 			return nil, fmt.Errorf("answer from %s: %w", addr, err)
 		}
 		if !resp.IsResponse() || resp.Opaque != req.Opaque {
 			continue // a server-initiated request (never expected here)
 		}
-		if resp.Code != remoting.Success {
+		if resp.Code != wire.Success {
 			for _, ok := range okCodes {
 				if resp.Code == ok {
 					return resp, nil

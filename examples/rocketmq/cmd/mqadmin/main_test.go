@@ -14,7 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -25,9 +26,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // and records what it was asked.
 type fakeApache struct {
 	mu    sync.Mutex
-	reqs  []*remoting.Command
+	reqs  []*wire.Command
 	addr  string
-	srv   *remoting.Server
+	srv   *transport.Server
 	topic map[string]int // topic → queues
 }
 
@@ -36,17 +37,17 @@ func startFake(t *testing.T) *fakeApache {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	f := &fakeApache{addr: ln.Addr().String(), topic: map[string]int{"orders": 2}}
-	f.srv = remoting.NewServer(f, remoting.ServerOptions{})
+	f.srv = transport.NewServer(f, transport.ServerOptions{})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = f.srv.Serve(ln) }()
 	t.Cleanup(func() { _ = f.srv.Close(); <-done })
 	return f
 }
 
-func (f *fakeApache) asked(code int16) []*remoting.Command {
+func (f *fakeApache) asked(code int16) []*wire.Command {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []*remoting.Command
+	var out []*wire.Command
 	for _, r := range f.reqs {
 		if r.Code == code {
 			out = append(out, r)
@@ -57,12 +58,12 @@ func (f *fakeApache) asked(code int16) []*remoting.Command {
 
 const mqKey = `{"brokerName":"broker-a","queueId":%d,"topic":"%s"}`
 
-func (f *fakeApache) Serve(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+func (f *fakeApache) Serve(_ context.Context, _ *transport.Conn, req *wire.Command) *wire.Command {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
 	f.mu.Unlock()
-	ok := func(body string) *remoting.Command {
-		r := remoting.NewResponse(req, remoting.Success, "")
+	ok := func(body string) *wire.Command {
+		r := wire.NewResponse(req, wire.Success, "")
 		r.Body = []byte(body)
 		return r
 	}
@@ -70,7 +71,7 @@ func (f *fakeApache) Serve(_ context.Context, _ *remoting.Conn, req *remoting.Co
 	case codeGetRouteInfoByTopic:
 		n, found := f.topic[req.ExtFields["topic"]]
 		if !found && !strings.HasPrefix(req.ExtFields["topic"], retryPrefix) {
-			return remoting.NewResponse(req, remoting.TopicNotExist, "No topic route info in name server for the topic: "+req.ExtFields["topic"])
+			return wire.NewResponse(req, wire.TopicNotExist, "No topic route info in name server for the topic: "+req.ExtFields["topic"])
 		}
 		if n == 0 {
 			n = 1
@@ -82,7 +83,7 @@ func (f *fakeApache) Serve(_ context.Context, _ *remoting.Conn, req *remoting.Co
 		return ok(`{"topicList":["orders","%RETRY%billing","TBW102"]}`)
 	case codeUpdateAndCreateTopic:
 		if req.ExtFields["readQueueNums"] == "0" {
-			return remoting.NewResponse(req, remoting.SystemError, "readQueueNums must be > 0")
+			return wire.NewResponse(req, wire.SystemError, "readQueueNums must be > 0")
 		}
 		return ok("")
 	case codeDeleteTopicInBroker, codeDeleteTopicInNamesrv, codeUpdateAndCreateSubGroup:
@@ -101,13 +102,13 @@ func (f *fakeApache) Serve(_ context.Context, _ *remoting.Conn, req *remoting.Co
 		return ok(`{"table":{"brokerVersionDesc":"V5_3_1","putTps":"12.5 10.0 9.0","getTransferredTps":"3.0 2.0 1.0","brokerActive":"true","commitLogDiskRatio":"0.25","pageCacheLockTimeMills":"0","sendThreadPoolQueueSize":"0","sendThreadPoolQueueHeadWaitTimeMills":"0","pullThreadPoolQueueSize":"0","pullThreadPoolQueueHeadWaitTimeMills":"0"}}`)
 	case codeQueryMessage:
 		if k := req.ExtFields["key"]; k != "k1" && k != "7F00000100002A9F0000000000000001" {
-			return remoting.NewResponse(req, codeQueryNotFound, "can not find message, maybe time range not correct")
+			return wire.NewResponse(req, codeQueryNotFound, "can not find message, maybe time range not correct")
 		}
 		m := &store.Message{Topic: "orders", QueueID: 1, QueueOffset: 9, LogOffset: 42, Keys: []string{"k1"}, Body: []byte("hello"),
 			Properties: map[string]string{"UNIQ_KEY": "7F00000100002A9F0000000000000001", "KEYS": "k1"}, BornAt: time.UnixMilli(1764547200000), StoredAt: time.UnixMilli(1764547200001)}
-		return ok(string(remoting.EncodeMessage(nil, m, remoting.HostBytes(f.addr))))
+		return ok(string(wire.EncodeMessage(nil, m, wire.HostBytes(f.addr))))
 	}
-	return remoting.NewResponse(req, remoting.RequestCodeNotSupported, "request type "+itoa(int(req.Code))+" not supported")
+	return wire.NewResponse(req, wire.RequestCodeNotSupported, "request type "+itoa(int(req.Code))+" not supported")
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
@@ -246,7 +247,7 @@ func TestQueryMsgByKeyAndByID(t *testing.T) {
 	require.Equal(t, exitOK, code, "QUERY_NOT_FOUND is an empty answer")
 	assert.Equal(t, sprintf("%-50s %4s %40s", "#Message ID", "#QID", "#Offset")+"\n", out)
 
-	offsetID := remoting.OffsetMsgID(remoting.HostBytes(f.addr), 42)
+	offsetID := wire.OffsetMsgID(wire.HostBytes(f.addr), 42)
 	code, out, errOut = mqadmin("queryMsgById", "-n", f.addr, "-t", "orders", "-i", "7F00000100002A9F0000000000000001")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, sprintf("%-20s %s", "OffsetID:", offsetID))
