@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
@@ -91,21 +92,24 @@ type Config struct {
 
 // Server is the running program.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	core    *brokercore.Broker
-	topics  *broker.Topics
-	broker  *broker.Broker
-	nsrv    *transport.Server
-	bsrv    *transport.Server
-	nsAddr  string
-	brAddr  string
-	http    *http.Server
-	httpLn  net.Listener
-	grpc    Service
-	wg      sync.WaitGroup
-	once    sync.Once
-	closeEr error
+	cfg    Config
+	log    *slog.Logger
+	core   *brokercore.Broker
+	topics *broker.Topics
+	// groups and topicConfigs: the admin tables (admin.go).
+	groups       *meta.Groups
+	topicConfigs *meta.Topics
+	broker       *broker.Broker
+	nsrv         *transport.Server
+	bsrv         *transport.Server
+	nsAddr       string
+	brAddr       string
+	http         *http.Server
+	httpLn       net.Listener
+	grpc         Service
+	wg           sync.WaitGroup
+	once         sync.Once
+	closeEr      error
 }
 
 // Start opens the core and starts every listener. On error everything
@@ -192,11 +196,15 @@ func (s *Server) open() (err error) {
 	if s.core, err = brokercore.Open(cfg.Dir, coreOptions(cfg, &late)); err != nil {
 		return err
 	}
+	if err := s.openMeta(); err != nil { // admin.go
+		return err
+	}
 	s.broker = broker.NewBroker(s.core, s.topics, broker.BrokerOptions{Addr: s.brAddr,
-		ResetNotifyDelay: cfg.ResetNotifyDelay, AsyncFlush: cfg.Flush == "async", Logger: cfg.Logger})
+		ResetNotifyDelay: cfg.ResetNotifyDelay, AsyncFlush: cfg.Flush == "async", Logger: cfg.Logger,
+		Groups: s.groups, TopicConfigs: s.topicConfigs})
 	late.Store(s.broker)
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
-		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger})
+		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger, TopicConfig: s.routeConfig})
 	s.nsrv = transport.NewServer(ns, transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
 	s.bsrv = transport.NewServer(s.broker, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
 	return nil

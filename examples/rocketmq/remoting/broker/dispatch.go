@@ -39,6 +39,9 @@ func (b *Broker) Serve(ctx context.Context, c *transport.Conn, req *wire.Command
 	case wire.CodeConsumerSendMsgBack:
 		resp = b.sendBack(req)
 	default:
+		if resp = b.admin(req); resp != nil { // admin.go
+			break
+		}
 		b.stats.unsupported.Add(1)
 		b.log.Info("rejected request", "code", req.Code, "client", c.RemoteAddr().String(), "channel", c.ID(),
 			"err", "request code not supported")

@@ -3,6 +3,8 @@ package broker
 import (
 	"log/slog"
 	"time"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 )
 
 // Defaults of the options.
@@ -40,7 +42,12 @@ type BrokerOptions struct {
 	// other sends of its connection must join that group, not wait behind
 	// it.
 	AsyncFlush bool
-	Logger     *slog.Logger
+	// Groups and TopicConfigs are the subscription group and topic
+	// configuration tables the admin requests change (admin.go); nil = in
+	// memory.
+	Groups       *meta.Groups
+	TopicConfigs *meta.Topics
+	Logger       *slog.Logger
 }
 
 func (o BrokerOptions) withDefaults() BrokerOptions {
@@ -58,6 +65,12 @@ func (o BrokerOptions) withDefaults() BrokerOptions {
 	}
 	if o.ResetNotifyDelay == 0 {
 		o.ResetNotifyDelay = DefaultResetNotifyDelay
+	}
+	if o.Groups == nil {
+		o.Groups, _ = meta.OpenGroups("")
+	}
+	if o.TopicConfigs == nil {
+		o.TopicConfigs, _ = meta.OpenTopics("")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
