@@ -384,7 +384,7 @@ func (b *Broker) runtimeInfo(req *wire.Command) *wire.Command {
 		"pullThreadPoolQueueSize": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
 		"pageCacheLockTimeMills": "0", "commitLogDiskRatio": "0.0",
 		"msgPutTotalTodayNow": strconv.FormatUint(st.Messages, 10),
-		"runtime": "[ 0 days, 0 hours, 0 minutes, 0 seconds ]",
+		"runtime":             "[ 0 days, 0 hours, 0 minutes, 0 seconds ]",
 	}
 	b.connMu.RLock()
 	kv["connections"] = strconv.Itoa(len(b.conns))
