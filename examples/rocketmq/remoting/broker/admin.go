@@ -8,6 +8,7 @@ import (
 
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/meta"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 )
 
@@ -38,8 +39,10 @@ const (
 // admin serves the admin requests (mqadmin's, the v2 admin package's);
 // nil means req is not one. Bad input gets Apache's code and a remark and
 // changes nothing.
-func (b *Broker) admin(req *wire.Command) *wire.Command {
+func (b *Broker) admin(c *transport.Conn, req *wire.Command) *wire.Command {
 	switch req.Code {
+	case CodeSendReplyMessage, CodeSendReplyMessageV2:
+		return b.sendReply(c, req) // reply.go
 	case CodeUpdateAndCreateTopic:
 		return b.updateTopic(req)
 	case CodeDeleteTopicInBroker:

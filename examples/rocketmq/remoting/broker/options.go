@@ -10,6 +10,7 @@ import (
 // Defaults of the options.
 const (
 	DefaultBrokerName       = "broker-a"
+	DefaultCluster          = "DefaultCluster"
 	DefaultMaxPullWait      = 25 * time.Second
 	DefaultMaxReconsume     = 16
 	DefaultMaxPullBytes     = 4 << 20
@@ -23,6 +24,9 @@ type BrokerOptions struct {
 	Addr string
 	// BrokerName labels the broker (default "broker-a").
 	BrokerName string
+	// Cluster is the broker's cluster, stamped on every stored message as
+	// CLUSTER (default DefaultCluster, the name server's too).
+	Cluster string
 	// MaxPullWait caps the long poll of one PULL_MESSAGE (default 25 s; the
 	// client asks for 20 s and gives up after 30 s).
 	MaxPullWait time.Duration
@@ -65,6 +69,9 @@ func (o BrokerOptions) withDefaults() BrokerOptions {
 	}
 	if o.ResetNotifyDelay == 0 {
 		o.ResetNotifyDelay = DefaultResetNotifyDelay
+	}
+	if o.Cluster == "" {
+		o.Cluster = DefaultCluster
 	}
 	if o.Groups == nil {
 		o.Groups, _ = meta.OpenGroups("")
