@@ -33,9 +33,11 @@ func grpcFlags(fs *flag.FlagSet, cfg *server.Config) {
 // the program's topic table, so both protocols see the same queues.
 func startGRPC(s *server.Server, addr, dir string) (*grpcapi.Server, error) {
 	return grpcapi.Start(s.Core(), addr, grpcapi.Options{
-		CertDir:          filepath.Join(dir, "grpc"),
-		Logger:           s.Logger().With("pkg", "grpc"),
-		QueueCount:       func(topic string) (int, error) { return s.Topics().Ensure(topic, 0) },
+		CertDir:    filepath.Join(dir, "grpc"),
+		Logger:     s.Logger().With("pkg", "grpc"),
+		QueueCount: func(topic string) (int, error) { return s.Topics().Ensure(topic, 0) },
+
+		// The admin tables: FIFO groups and topic message types.
 		GroupFIFO:        s.Groups().Orderly,
 		TopicMessageType: s.TopicConfigs().MessageType,
 	})

@@ -20,9 +20,11 @@ func withGRPC(cfg *server.Config) {
 	dir := cfg.Dir
 	cfg.GRPC = func(s *server.Server, addr string) (server.Service, error) {
 		g, err := grpcapi.Start(s.Core(), addr, grpcapi.Options{
-			CertDir:          filepath.Join(dir, "grpc"),
-			Logger:           s.Logger().With("pkg", "grpc"),
-			QueueCount:       func(topic string) (int, error) { return s.Topics().Ensure(topic, 0) },
+			CertDir:    filepath.Join(dir, "grpc"),
+			Logger:     s.Logger().With("pkg", "grpc"),
+			QueueCount: func(topic string) (int, error) { return s.Topics().Ensure(topic, 0) },
+
+			// The admin tables: FIFO groups and topic message types.
 			GroupFIFO:        s.Groups().Orderly,
 			TopicMessageType: s.TopicConfigs().MessageType,
 		})

@@ -92,24 +92,25 @@ type Config struct {
 
 // Server is the running program.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	core   *brokercore.Broker
-	topics *broker.Topics
+	cfg     Config
+	log     *slog.Logger
+	core    *brokercore.Broker
+	topics  *broker.Topics
+	broker  *broker.Broker
+	nsrv    *transport.Server
+	bsrv    *transport.Server
+	nsAddr  string
+	brAddr  string
+	http    *http.Server
+	httpLn  net.Listener
+	grpc    Service
+	wg      sync.WaitGroup
+	once    sync.Once
+	closeEr error
+
 	// groups and topicConfigs: the admin tables (admin.go).
 	groups       *meta.Groups
 	topicConfigs *meta.Topics
-	broker       *broker.Broker
-	nsrv         *transport.Server
-	bsrv         *transport.Server
-	nsAddr       string
-	brAddr       string
-	http         *http.Server
-	httpLn       net.Listener
-	grpc         Service
-	wg           sync.WaitGroup
-	once         sync.Once
-	closeEr      error
 }
 
 // Start opens the core and starts every listener. On error everything

@@ -46,12 +46,13 @@ type BrokerOptions struct {
 	// other sends of its connection must join that group, not wait behind
 	// it.
 	AsyncFlush bool
+	Logger     *slog.Logger
+
 	// Groups and TopicConfigs are the subscription group and topic
 	// configuration tables the admin requests change (admin.go); nil = in
 	// memory.
 	Groups       *meta.Groups
 	TopicConfigs *meta.Topics
-	Logger       *slog.Logger
 }
 
 func (o BrokerOptions) withDefaults() BrokerOptions {

@@ -21,10 +21,11 @@ type NameServerOptions struct {
 	// Producers then go through TBW102 and the broker creates the topic on
 	// the first send; consumers of a topic nobody sent to fail to start.
 	NoAutoCreate bool
+	Logger       *slog.Logger
+
 	// TopicConfig, if set, gives the read and write queue numbers and
 	// permission an admin set for a topic (admin.go); ok false = defaults.
 	TopicConfig func(topic string) (read, write, perm int, ok bool)
-	Logger      *slog.Logger
 }
 
 func (o NameServerOptions) withDefaults() NameServerOptions {
