@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/store"
@@ -61,16 +62,23 @@ func TestSubcommandsAgainstTheRunningBroker(t *testing.T) {
 	out = must("consumerProgress", "-g", "cli-billing")
 	assert.Contains(t, out, sprintf("%-64s  %-32s  %-4d  %-20d  %-20d  %-20d", "cli-orders", "broker-a", 0, 2, 1, 1))
 	assert.Contains(t, fails("consumerConnection", "-g", "cli-billing"), "not online")
+	_, err := b.Server.Core().Consumers().Register("cli-billing", consumer.Client{ChannelID: "ch-1", ClientID: "10.0.0.9@cli", Language: "GO", Version: 317},
+		[]consumer.Subscription{{Topic: "cli-orders", Expression: "TagA || TagB", Version: 1}})
+	require.NoError(t, err)
+	out = must("consumerConnection", "-g", "cli-billing")
+	assert.Contains(t, out, sprintf("%-36s %-22s %-10s %s", "10.0.0.9@cli", "", "GO", "V317"))
+	assert.Contains(t, out, sprintf("%-20s %s", "cli-orders", "TagA || TagB"))
 
 	out = must("resetOffsetByTime", "-g", "cli-billing", "-t", "cli-orders", "-s", "0")
 	assert.Contains(t, out, sprintf("%-40s  %-40d  %-40d", "broker-a", 0, 0))
 	off, _ := b.Server.Core().Offsets().Committed("cli-billing", "cli-orders", 0)
 	assert.Zero(t, off, "the reset is honoured")
 
+	var first []*store.Message
 	out = must("queryMsgByKey", "-t", "cli-orders", "-k", "order-7")
 	assert.Equal(t, 5, strings.Count(out, "\n"), out)
 	assert.Contains(t, out, "CLIUNIQA")
-	first, err := st.Read("cli-orders", 0, 0, 1)
+	first, err = st.Read("cli-orders", 0, 0, 1)
 	require.NoError(t, err)
 	out = must("queryMsgById", "-i", wire.OffsetMsgID(wire.HostBytes(b.Broker), first[0].LogOffset))
 	assert.Contains(t, out, sprintf("%-20s %s", "Topic:", "cli-orders"))
