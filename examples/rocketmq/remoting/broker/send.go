@@ -101,6 +101,7 @@ func (b *Broker) prepareSend(req *wire.Command) preparedSend {
 	if err != nil {
 		return reject(wire.MessageIllegal, err)
 	}
+	b.stampCluster(msgs) // reply.go
 	if isHalfSend(h, msgs[0].Properties) {
 		return preparedSend{req: req, queue: h.queue, msgs: msgs, half: true, group: (&fields{ext: req.ExtFields}).opt("producerGroup", "a")}
 	}
