@@ -119,6 +119,11 @@
 //   - [github.com/brokercore/brokercore/offset]: consumer offsets with
 //     epoch-fenced resets (broker side), and the consumer's queue table in
 //     which a reset drops the old process queue atomically (no orphan pulls).
+//   - [github.com/brokercore/brokercore/acl]: protocol-neutral access
+//     control — users, rules per topic and group and action (Deny wins),
+//     source IP ranges, a reloadable JSON file — and the RocketMQ v5 and
+//     remoting signature checks a protocol front-end verifies before it
+//     authorizes.
 //
 // # Composing by hand
 //
