@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/brokercore/brokercore/consumer"
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/retrylisten"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
@@ -167,7 +168,10 @@ func (s *Server) add(ln net.Listener) (*sniffListener, error) {
 		_ = ln.Close()
 		return nil, ErrClosed
 	}
-	sl := newSniffListener(ln, s.tls, s.opts.HandshakeTimeout, s.log)
+	// grpc.Server.Serve returns on the first accept error that is not a
+	// timeout (EMFILE included): retrylisten retries the temporary ones.
+	rl := retrylisten.New(ln, retrylisten.Options{Name: "grpc", Logger: s.log})
+	sl := newSniffListener(rl, s.tls, s.opts.HandshakeTimeout, s.log)
 	s.lns = append(s.lns, sl)
 	return sl, nil
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/retrylisten"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 )
 
@@ -110,28 +111,27 @@ func NewServer(h Handler, opts ServerOptions) *Server {
 var ErrServerClosed = errors.New("remoting: server closed")
 
 // Serve accepts connections on l until Close; it returns ErrServerClosed
-// then. It may be called for several listeners.
+// then. It may be called for several listeners. A temporary accept error
+// (EMFILE, ENFILE, ECONNABORTED, …) does not end it: it is logged at WARN
+// and retried after a backoff (retrylisten); only a permanent one is
+// returned.
 func (s *Server) Serve(l net.Listener) error {
+	rl := retrylisten.New(l, retrylisten.Options{Name: s.opts.Name, Logger: s.log})
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		l.Close()
+		rl.Close()
 		return ErrServerClosed
 	}
-	s.lns = append(s.lns, l)
+	s.lns = append(s.lns, rl)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
 	for {
-		nc, err := l.Accept()
+		nc, err := rl.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond)
-				continue
 			}
 			return err
 		}
