@@ -34,6 +34,12 @@ type Broker interface {
 	Consumers() *consumer.Registry
 }
 
+// Bounds of one gRPC connection.
+const (
+	idleTimeout = 120 * time.Second
+	maxStreams  = 1024
+)
+
 // ErrClosed is returned by Serve and Listen after Close.
 var ErrClosed = errors.New("grpcapi: server closed")
 
@@ -99,6 +105,14 @@ func (s *Server) grpcServer(impl v2.MessagingServiceServer) *grpc.Server {
 		// connections still in it.
 		grpc.ConnectionTimeout(s.opts.HandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// The budgets grpc-go has: a connection with no stream for
+		// idleTimeout is closed (Apache's 120 s; a v5 client keeps its
+		// Telemetry stream open, so only dead ones go), a connection has at
+		// most maxStreams calls at once, and its write buffer is pooled
+		// while it has nothing to write.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout}),
+		grpc.MaxConcurrentStreams(maxStreams),
+		grpc.SharedWriteBuffer(true),
 	)
 	v2.RegisterMessagingServiceServer(gs, impl)
 	return gs
