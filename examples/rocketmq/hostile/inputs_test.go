@@ -151,7 +151,9 @@ func brokerInputs() []input {
 		refused("send to TBW102", send("TBW102")),
 		refused("send to RMQ_SYS_TRANS_HALF_TOPIC", send("RMQ_SYS_TRANS_HALF_TOPIC")),
 		refused("send to a 300-byte topic", send(strings.Repeat("t", 300))),
-		refused("send with queueId 2^31", func() *wire.Command { return withExt(sendRequest("health", 0, "t", []byte("x")), "queueId", "2147483648") }),
+		refused("send with queueId 2^31", func() *wire.Command {
+			return withExt(sendRequest("health", 0, "t", []byte("x")), "queueId", "2147483648")
+		}),
 		refused("send with queueId -1", func() *wire.Command { return withExt(sendRequest("health", 0, "t", []byte("x")), "queueId", "-1") }),
 		refused("send with a huge queueId", func() *wire.Command {
 			return withExt(sendRequest("health", 0, "t", []byte("x")), "queueId", "99999999999999999999")
@@ -292,7 +294,9 @@ func grpcInputs() []input {
 				BodyEncoding: v2.Encoding_IDENTITY, BornTimestamp: timestamppb.Now()}}
 	}
 	q := func(topic string) *v2.MessageQueue { return &v2.MessageQueue{Topic: &v2.Resource{Name: topic}, Id: -1} }
-	tag := func(expr string) *v2.FilterExpression { return &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: expr} }
+	tag := func(expr string) *v2.FilterExpression {
+		return &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: expr}
+	}
 	return []input{
 		raw("random bytes", bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 1024)),
 		raw("HTTP/1 request", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")),
