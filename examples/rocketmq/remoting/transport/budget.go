@@ -7,7 +7,6 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
@@ -96,13 +95,13 @@ var bigBufs = sync.Pool{New: func() any { b := make([]byte, bigReadBuf); return 
 // connReader is the read loop's buffered reader over src (flushReader).
 // Over a socket (raw not nil) it keeps a small buffer of its own while
 // idle and borrows a big pooled one during a burst: a read that filled its
-// buffer is followed by a read that does not wait (tryRead), so a burst is
+// buffer is followed by a read that does not wait (nonblockingReader), so a burst is
 // read whole before src flushes the answers, as one big read would. Over
 // anything else (a pipe) it reads into a big buffer throughout.
 type connReader struct {
 	c     *Conn
 	src   io.Reader
-	raw   syscall.RawConn
+	raw   *nonblockingReader
 	small []byte
 	big   *[]byte
 	buf   []byte
@@ -141,7 +140,7 @@ func (cr *connReader) fill() error {
 			cr.buf = *cr.big
 		}
 		if cr.full {
-			if n := tryRead(cr.raw, cr.buf[cr.w:]); n > 0 {
+			if n := cr.raw.read(cr.buf[cr.w:]); n > 0 {
 				cr.full = n == len(cr.buf)-cr.w
 				cr.w += n
 				cr.c.touch()

@@ -7,8 +7,9 @@ import (
 	"syscall"
 )
 
-// rawOf returns the connection's raw descriptor when it has one.
-func rawOf(nc net.Conn) syscall.RawConn {
+// rawOf returns a non-blocking reader of the connection's socket, nil when
+// it has none.
+func rawOf(nc net.Conn) *nonblockingReader {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return nil
@@ -17,20 +18,35 @@ func rawOf(nc net.Conn) syscall.RawConn {
 	if err != nil {
 		return nil
 	}
-	return rc
+	return newNonblockingReader(rc)
 }
 
-// tryRead reads what the socket has ready into p without waiting: 0 when
-// nothing is (or at the end of the stream, which the next blocking read
-// reports).
-func tryRead(rc syscall.RawConn, p []byte) int {
-	n := 0
-	_ = rc.Read(func(fd uintptr) bool {
-		m, err := syscall.Read(int(fd), p)
+// nonblockingReader reads what a socket has ready without waiting. Its
+// callback is made once, so a read allocates nothing.
+type nonblockingReader struct {
+	rc syscall.RawConn
+	p  []byte
+	n  int
+	fn func(fd uintptr) bool
+}
+
+func newNonblockingReader(rc syscall.RawConn) *nonblockingReader {
+	r := &nonblockingReader{rc: rc}
+	r.fn = func(fd uintptr) bool {
+		m, err := syscall.Read(int(fd), r.p)
 		if err == nil && m > 0 {
-			n = m
+			r.n = m
 		}
 		return true // never wait
-	})
-	return n
+	}
+	return r
+}
+
+// read reads into p what is ready: 0 when nothing is (or at the end of
+// the stream, which the next blocking read reports).
+func (r *nonblockingReader) read(p []byte) int {
+	r.p, r.n = p, 0
+	_ = r.rc.Read(r.fn)
+	r.p = nil
+	return r.n
 }
