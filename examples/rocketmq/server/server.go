@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/acl"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
@@ -85,6 +86,15 @@ type Config struct {
 	Core brokercore.Options
 	// Logger receives every component's lines (nil = discard).
 	Logger *slog.Logger
+	// ACL, if set, is the access control of every listener: remoting and
+	// gRPC requests are authenticated and authorized, admin calls and
+	// /metrics need HTTP Basic credentials (see auth.go). Nil = off, and
+	// then every listen address must be loopback unless
+	// InsecureAllowRemote.
+	ACL                 *acl.Authorizer
+	InsecureAllowRemote bool
+	// PublicMetrics serves /metrics without credentials while ACL is on.
+	PublicMetrics bool
 }
 
 // Server is the running program.
@@ -176,7 +186,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	default:
 		return cfg, fmt.Errorf("server: Flush %q: want sync or async", cfg.Flush)
 	}
-	return cfg, nil
+	return cfg, cfg.checkListen()
 }
 
 // open opens the topic table, the core and the handlers.
@@ -196,8 +206,8 @@ func (s *Server) open() (err error) {
 	s.unhook = append(s.unhook, s.core.OnConsumerEvent(s.broker.OnConsumerEvent), s.core.OnLockEvent(s.broker.OnLockEvent))
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
 		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger})
-	s.nsrv = transport.NewServer(ns, transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
-	s.bsrv = transport.NewServer(s.broker, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
+	s.nsrv = transport.NewServer(s.guard(ns, "namesrv"), transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
+	s.bsrv = transport.NewServer(s.guard(s.broker, "broker"), transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
 	return nil
 }
 
