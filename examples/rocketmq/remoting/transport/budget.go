@@ -131,20 +131,33 @@ func (cr *connReader) fill() error {
 	}
 	if cr.raw != nil {
 		if cr.w == 0 && cr.big != nil {
-			bigBufs.Put(cr.big)
-			cr.big, cr.buf = nil, cr.small
-		}
-		if cr.w == len(cr.buf) && cr.big == nil {
-			cr.big = bigBufs.Get().(*[]byte)
-			copy(*cr.big, cr.buf[:cr.w])
-			cr.buf = *cr.big
-		}
-		if cr.full {
-			if n := cr.raw.read(cr.buf[cr.w:]); n > 0 {
-				cr.full = n == len(cr.buf)-cr.w
-				cr.w += n
+			// Between two reads of a busy connection: what is ready goes
+			// into the big buffer (the answers so far written first, as
+			// before any read); when nothing is, the buffer goes back and
+			// the wait is on the small one.
+			cr.c.serveBatch()
+			cr.c.flushInline()
+			if n := cr.raw.read(cr.buf); n > 0 {
+				cr.full = n == len(cr.buf)
+				cr.w = n
 				cr.c.touch()
 				return nil
+			}
+			bigBufs.Put(cr.big)
+			cr.big, cr.buf = nil, cr.small
+		} else {
+			if cr.w == len(cr.buf) && cr.big == nil {
+				cr.big = bigBufs.Get().(*[]byte)
+				copy(*cr.big, cr.buf[:cr.w])
+				cr.buf = *cr.big
+			}
+			if cr.full {
+				if n := cr.raw.read(cr.buf[cr.w:]); n > 0 {
+					cr.full = n == len(cr.buf)-cr.w
+					cr.w += n
+					cr.c.touch()
+					return nil
+				}
 			}
 		}
 	}
