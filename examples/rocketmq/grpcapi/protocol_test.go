@@ -63,7 +63,19 @@ func TestSettingsAnswerWhatTheClientsNeed(t *testing.T) {
 	st := ask(&v2.Settings{ClientType: &prod, PubSub: &v2.Settings_Publishing{Publishing: &v2.Publishing{}}})
 	require.NotNil(t, st.GetPublishing())
 	assert.EqualValues(t, grpcapi.DefaultMaxBodySize, st.GetPublishing().GetMaxBodySize())
+	assert.True(t, st.GetPublishing().GetValidateMessageType())
 	assert.False(t, st.GetMetric().GetOn())
+	// Apache's proxy sends producers a backoff policy too (ProxyConfig's
+	// grpcClientProducer* values); a client of another language throws in
+	// its settings handler without one.
+	bp := st.GetBackoffPolicy()
+	require.NotNil(t, bp, "a producer's settings answer carries a backoff policy")
+	assert.EqualValues(t, 3, bp.GetMaxAttempts())
+	pexp := bp.GetExponentialBackoff()
+	require.NotNil(t, pexp)
+	assert.Equal(t, 10*time.Millisecond, pexp.GetInitial().AsDuration())
+	assert.Equal(t, time.Second, pexp.GetMax().AsDuration())
+	assert.EqualValues(t, 2, pexp.GetMultiplier())
 }
 
 // TestBadSendsAreRefusedWithTheirCodeAndNothingStored.
@@ -114,8 +126,11 @@ func TestBadSendsAreRefusedWithTheirCodeAndNothingStored(t *testing.T) {
 		}), v2.Code_ILLEGAL_DELIVERY_TIME},
 	}
 	for name, tc := range cases {
-		good := msg(func(*v2.Message) {})
-		resp, err := c.SendMessage(ctx, &v2.SendMessageRequest{Messages: []*v2.Message{good, tc.m}})
+		batch := []*v2.Message{msg(func(*v2.Message) {}), tc.m}
+		if tc.m.GetTopic().GetName() != batch[0].GetTopic().GetName() {
+			batch = batch[1:] // a batch of two topics is MESSAGE_CORRUPTED whatever its messages
+		}
+		resp, err := c.SendMessage(ctx, &v2.SendMessageRequest{Messages: batch})
 		require.NoError(t, err, name)
 		assert.Equal(t, tc.code, resp.GetStatus().GetCode(), "%s: %s", name, resp.GetStatus().GetMessage())
 		assert.NotEmpty(t, resp.GetStatus().GetMessage(), name)

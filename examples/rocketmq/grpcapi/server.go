@@ -54,6 +54,7 @@ type Server struct {
 	gs   *grpc.Server
 
 	clients *clientTable
+	metrics metrics
 	rr      atomic.Uint64 // round robin of normal sends
 
 	attemptPrefix string        // server-made FIFO attempt ids: prefix + counter
@@ -113,6 +114,8 @@ func (s *Server) grpcServer(impl v2.MessagingServiceServer) *grpc.Server {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout}),
 		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.SharedWriteBuffer(true),
+		grpc.ChainUnaryInterceptor(s.metrics.unary),
+		grpc.ChainStreamInterceptor(s.metrics.streaming),
 	}, s.aclServerOptions()...)...)
 	v2.RegisterMessagingServiceServer(gs, impl)
 	return gs

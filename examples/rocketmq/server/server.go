@@ -28,6 +28,7 @@ import (
 
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/acl"
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
@@ -115,6 +116,10 @@ type Server struct {
 	wg      sync.WaitGroup
 	once    sync.Once
 	closeEr error
+
+	// groups and topicConfigs: the admin tables (admin.go).
+	groups       *meta.Groups
+	topicConfigs *meta.Topics
 }
 
 // Start opens the core and starts every listener. On error everything
@@ -198,14 +203,18 @@ func (s *Server) open() (err error) {
 	if s.core, err = brokercore.Open(cfg.Dir, coreOptions(cfg)); err != nil {
 		return err
 	}
+	if err := s.openMeta(); err != nil { // admin.go
+		return err
+	}
 	s.broker = broker.NewBroker(s.core, s.topics, broker.BrokerOptions{Addr: s.brAddr,
-		ResetNotifyDelay: cfg.ResetNotifyDelay, AsyncFlush: cfg.Flush == "async", Logger: cfg.Logger})
+		ResetNotifyDelay: cfg.ResetNotifyDelay, AsyncFlush: cfg.Flush == "async", Logger: cfg.Logger,
+		Groups: s.groups, TopicConfigs: s.topicConfigs})
 	// The registry's and the lock table's events reach the broker through
 	// the core's hooks after Open; an offset reset wakes the remoting
 	// pulls through the core's Arrivals, which Open already wakes.
 	s.unhook = append(s.unhook, s.core.OnConsumerEvent(s.broker.OnConsumerEvent), s.core.OnLockEvent(s.broker.OnLockEvent))
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
-		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger})
+		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger, TopicConfig: s.routeConfig})
 	s.nsrv = transport.NewServer(s.guard(ns, "namesrv"), transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
 	s.bsrv = transport.NewServer(s.guard(s.broker, "broker"), transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
 	return nil

@@ -17,6 +17,7 @@ func (b *Broker) Serve(ctx context.Context, c *transport.Conn, req *wire.Command
 	var resp *wire.Command
 	switch req.Code {
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
+		b.noteRequester(c, req) // reply.go
 		resp = b.send(c, req)
 	case wire.CodePullMessage:
 		resp = b.pull(ctx, c, req)
@@ -39,6 +40,9 @@ func (b *Broker) Serve(ctx context.Context, c *transport.Conn, req *wire.Command
 	case wire.CodeConsumerSendMsgBack:
 		resp = b.sendBack(req)
 	default:
+		if resp = b.admin(c, req); resp != nil { // admin.go, reply.go
+			break
+		}
 		b.stats.unsupported.Add(1)
 		b.log.Info("rejected request", "code", req.Code, "client", c.RemoteAddr().String(), "channel", c.ID(),
 			"err", "request code not supported")
@@ -70,6 +74,9 @@ func (b *Broker) Batch(req *wire.Command) bool {
 // ServeBatch implements transport.BatchHandler: the sends of one read burst, in one
 // store append.
 func (b *Broker) ServeBatch(_ context.Context, c *transport.Conn, reqs []*wire.Command) []*wire.Command {
+	for _, req := range reqs {
+		b.noteRequester(c, req) // reply.go
+	}
 	resps := b.sendBatch(reqs)
 	for i, req := range reqs {
 		b.logRejection(c, req, resps[i])

@@ -95,6 +95,7 @@ func (b *Broker) prepareSend(req *wire.Command) preparedSend {
 	if err != nil {
 		return reject(wire.MessageIllegal, err)
 	}
+	b.stampCluster(msgs) // reply.go
 	if err := b.schedule(msgs); err != nil {
 		return reject(wire.MessageIllegal, err)
 	}
