@@ -79,7 +79,7 @@ func (s *Store) Append(msgs ...*Message) error {
 	if group {
 		as = make([]assigned, len(msgs))
 	}
-	end, notes, err := s.write(msgs, as)
+	end, notes, err := s.write(msgs, as, false)
 	if err != nil {
 		s.mu.Unlock()
 		s.log.Debug("store: append failed", "batch", len(msgs), "err", err)
@@ -191,8 +191,9 @@ func (s *Store) gather(last int, took time.Duration) {
 // adds it to the index. Under SyncGroup (as != nil) the assigned fields go
 // to as (filled in once durable); otherwise into the messages. Callers
 // hold mu exclusively. It returns the log offset just past the batch and
-// the OnAppend notices to make once the batch is visible.
-func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
+// the OnAppend notices to make once the batch is visible. With lost the
+// records are tombstones (lost.go).
+func (s *Store) write(msgs []*Message, as []assigned, lost bool) (int64, []notice, error) {
 	// As Read returns it: UTC, no monotonic clock reading, so the message
 	// Append filled in equals the one read back.
 	stored := s.opts.Now().Round(0).UTC()
@@ -214,12 +215,16 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 	s.batch.Clear()
 	buf := s.encBuf[:0]
 	for i, m := range msgs {
-		q, err := s.queue(m.Topic, m.QueueID, true)
-		if err != nil {
-			return 0, nil, s.fail(fmt.Errorf("open index of %s/%d: %w", m.Topic, m.QueueID, err))
+		var q *queue
+		qoff := m.QueueOffset // a tombstone's, or for one of no queue
+		if !lost || m.Topic != "" {
+			var err error
+			if q, err = s.queue(m.Topic, m.QueueID, true); err != nil {
+				return 0, nil, s.fail(fmt.Errorf("open index of %s/%d: %w", m.Topic, m.QueueID, err))
+			}
+			qoff = q.next
 		}
-		qoff := q.next
-		for j := i - 1; j >= 0; j-- { // batches are small: a scan beats a map
+		for j := i - 1; j >= 0 && q != nil; j-- { // batches are small: a scan beats a map
 			if pl[j].q == q {
 				qoff = pl[j].qoff + 1
 				break
@@ -229,7 +234,14 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 		c := *m
 		c.QueueOffset, c.LogOffset, c.StoredAt = qoff, loff, stored
 		at := len(buf)
-		buf = appendRecord(buf, &c, i == len(msgs)-1)
+		var flags byte
+		if i == len(msgs)-1 {
+			flags |= flagBatchEnd
+		}
+		if lost {
+			flags |= flagLost
+		}
+		buf = appendRecordFlags(buf, &c, flags)
 		n := len(buf) - at
 		if n > s.opts.MaxMessageSize+MaxMetadataSize+256 {
 			return 0, nil, fmt.Errorf("%w: message %d encodes to %d bytes", ErrInvalid, i, n)
@@ -271,6 +283,9 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 		if err := s.addEntry(s.lidx, p.entry.logOffset, p.entry); err != nil {
 			return 0, nil, s.fail(err)
 		}
+		if p.q == nil {
+			continue // a tombstone of no queue: the log index only
+		}
 		if err := s.addEntry(p.q.idx, p.qoff, p.entry); err != nil {
 			return 0, nil, s.fail(err)
 		}
@@ -302,7 +317,7 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 	}
 	for i := range msgs {
 		p := pl[i]
-		if p.q.next != p.qoff+1 {
+		if p.q == nil || p.q.next != p.qoff+1 {
 			continue // report each queue once, with its final next
 		}
 		if as != nil {

@@ -23,17 +23,35 @@
 //     (ErrCorrupt) naming the segment, the byte position and the log
 //     offsets affected, and never drops an acknowledged record silently.
 //     Open decodes every record of the last segment, but proves an older,
-//     closed segment by its end only (a
-//     reopen must not re-read the whole log): a record damaged inside one
-//     is refused with ErrCorrupt by Read and ReadAt, never served, and
-//     Repair, which decodes every segment, finds and cuts it. Segments must
-//     cover the log without gaps from what
-//     retention kept to the end: a missing or short segment is a
-//     *CorruptError naming the missing range (retention records what it
-//     removes before removing it, so its segments are not gaps).
-//   - Repair is the explicit way out: it cuts at the corruption, keeps the
-//     cut bytes in a file under dir/quarantine and reports exactly which log
-//     offsets and records were lost.
+//     closed segment by its end only (a reopen must not re-read the whole
+//     log). Segments must cover the log without gaps from what retention
+//     kept to the end: a missing or short segment is a *CorruptError naming
+//     the missing range (retention records what it removes before removing
+//     it, so its segments are not gaps).
+//   - Offsets never go backwards, across any damage: no queue offset or log
+//     offset is ever handed out twice. When records the checkpoint recorded
+//     as durable are missing at Open (the tail of the last segment damaged
+//     or cut after a clean Close, the segment replaced by an older copy, a
+//     Repair cut), Open opens anyway, with every next offset above all
+//     ever issued: it writes a tombstone for every lost log offset and
+//     every lost queue offset of the queues the checkpoint lists (one
+//     atomic batch, so the floors live in the log and survive the loss of
+//     every derived file later), logs the lost range at ERROR and counts it
+//     (Stats.LostRecords). Readers skip tombstones; ReadAt of one is
+//     ErrCorrupt. (A log that lost records no checkpoint recorded as durable
+//     — writes never acknowledged as synced — restarts where it ends.)
+//   - A damaged record costs exactly that record: Read (and so pop and
+//     every offset-based reader) delivers every intact record before and
+//     after a damaged one and never returns it as data; it is stepped past
+//     (an ERROR line naming segment, position and offsets, once, and
+//     Stats.CorruptRecords), never retried forever. ReadAt of it is
+//     ErrCorrupt.
+//   - Repair is the explicit way out: a damaged record whose framing is
+//     intact is replaced by a tombstone (exactly that record is lost);
+//     where the framing is gone it cuts the log there. Either way it keeps
+//     the bytes it removes in a file under dir/quarantine, reports exactly
+//     which log offsets and records were lost, and keeps the next offsets
+//     above everything they had.
 //   - Derived files (the index files, the log-wide index, the checkpoint)
 //     are never trusted beyond what the log proves: any of them may be lost
 //     or damaged between a crash and Open, any number of times, with failed
@@ -52,7 +70,7 @@
 //     call returns an error wrapping ErrFailed; Close still closes. Reopen to
 //     recover (Open after a full disk is freed recovers everything).
 //   - Offsets never go backwards, across reopen and retention, even for a
-//     queue retained to empty.
+//     queue retained to empty (see damage above).
 //   - Options.OnAppend and Subscribe hooks run after the records are
 //     readable and never under a store lock.
 //

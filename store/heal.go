@@ -101,7 +101,7 @@ func (s *Store) heal(x *indexFile, n int64, match matcher, lo, hi int64) (int, e
 		}
 		for _, fr := range frames {
 			if _, err := decodeRecordTo(&m, data[fr.pos:fr.pos+int64(fr.size)], ""); err != nil {
-				return repaired, fmt.Errorf("segment %s position %d: %w", sg.path, pos+fr.pos, err)
+				continue // a damaged record inside intact framing: readers step past it (judgeDamaged)
 			}
 			k, ok := match(&m)
 			if !ok || k < lo {

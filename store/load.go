@@ -208,6 +208,12 @@ func (s *Store) loadIndex(ck *checkpoint, cut int64) error {
 		if err := s.restoreEmptied(ck); err != nil {
 			return err
 		}
+		if err := s.fillLost(ck); err != nil {
+			return err
+		}
+		if err := s.raiseToCheckpoint(ck); err != nil {
+			return err
+		}
 	}
 	for _, qs := range s.queues {
 		for _, q := range qs {
@@ -238,18 +244,30 @@ func (s *Store) replayFrom(fromSeg int, fromPos int64, fromCheckpoint bool) (int
 			return fmt.Errorf("log segment %s position %d: %w: log offset %d, expected %d", sg.path, pos, ErrCorrupt, m.LogOffset, expect)
 		}
 		expect++
+		e := entry{logOffset: m.LogOffset, storedAt: m.StoredAt.UnixNano(), pos: pos, size: uint32(size)}
+		if m.Topic == "" { // a tombstone of no queue (lost.go), or a damaged record
+			replayed++
+			return s.addEntry(s.lidx, m.LogOffset, e)
+		}
 		q, err := s.queue(m.Topic, m.QueueID, true)
 		if err != nil {
 			return err
 		}
 		if m.QueueOffset != q.next {
-			if fromCheckpoint || m.QueueOffset < q.next {
+			switch {
+			case m.QueueOffset < q.next || (fromCheckpoint && q.lastLog < 0):
 				return fmt.Errorf("log segment %s position %d: %w: %s/%d queue offset %d, expected %d",
 					sg.path, pos, ErrCorrupt, m.Topic, m.QueueID, m.QueueOffset, q.next)
+			case q.lastLog >= 0:
+				// Records of the queue are missing in the middle (a damaged
+				// record Repair replaced): holes, never handed out again.
+				if err := s.addHoles(q, m.QueueOffset, e); err != nil {
+					return err
+				}
+			default:
+				q.min, q.next = m.QueueOffset, m.QueueOffset // older records were retained
 			}
-			q.min, q.next = m.QueueOffset, m.QueueOffset // older records were retained
 		}
-		e := entry{logOffset: m.LogOffset, storedAt: m.StoredAt.UnixNano(), pos: pos, size: uint32(size)}
 		if err := s.addEntry(s.lidx, m.LogOffset, e); err != nil {
 			return err
 		}

@@ -57,10 +57,11 @@ type Store struct {
 	logMin     int64 // oldest log offset still in a segment
 	retained   uint64
 	lastStored time.Time
-	dirDirty   bool  // a segment was created since the last directory fsync
-	ckptDue    bool  // a segment rolled, or ckptBytes were appended: write a checkpoint
-	ckptAt     int64 // tailSize-independent count of bytes appended at the last checkpoint
-	appended   int64 // bytes appended since Open
+	dirDirty   bool               // a segment was created since the last directory fsync
+	ckptDue    bool               // a segment rolled, or ckptBytes were appended: write a checkpoint
+	ckptAt     int64              // tailSize-independent count of bytes appended at the last checkpoint
+	appended   int64              // bytes appended since Open
+	damaged    map[int64]struct{} // log offsets of records judged damaged (lost.go); reads skip them
 	pending    []pendingVis
 	waiters    []waiter      // SyncGroup appends waiting for their fsync, in log order
 	syncing    bool          // SyncGroup: a leader is fsyncing
