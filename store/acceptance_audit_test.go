@@ -29,7 +29,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/internal/fsx/fsxtest"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -749,7 +749,7 @@ func TestAuditDerivedDamageWithFailedOpensBetween(t *testing.T) {
 		ds := auDamages(int(st.Size()))
 		ds[rng.Intn(len(ds))].do(t, f)
 	}
-	ops := []fsx.Op{fsx.OpOpen, fsx.OpWrite, fsx.OpSync, fsx.OpRename, fsx.OpRemove, fsx.OpTruncate}
+	ops := []fsxtest.Op{fsxtest.OpOpen, fsxtest.OpWrite, fsxtest.OpSync, fsxtest.OpRename, fsxtest.OpRemove, fsxtest.OpTruncate}
 	failures := 0
 	for _, op := range ops {
 		for nth := 1; nth <= 6; nth++ {
@@ -757,9 +757,9 @@ func TestAuditDerivedDamageWithFailedOpensBetween(t *testing.T) {
 			work := auImage(t, img)
 			damageOne(work)
 			for attempt := 0; attempt < 3; attempt++ {
-				f := &fsx.Faulty{}
-				f.Fail(op, nth+attempt, fsx.ENOSPC)
-				oo := store.Options{SegmentSize: 4096, FS: f}
+				f := &fsxtest.Faulty{}
+				f.Fail(op, nth+attempt, fsxtest.ENOSPC)
+				oo := store.WithFS(store.Options{SegmentSize: 4096}, f)
 				s, err := store.Open(work, oo)
 				if err != nil {
 					failures++
@@ -1433,15 +1433,15 @@ func TestAuditRepairMissingMiddleSegment(t *testing.T) {
 // acknowledged message.
 func TestAuditFaultWhileRunningFailsStopAndRecover(t *testing.T) {
 	caught := 0
-	for _, op := range []fsx.Op{fsx.OpWrite, fsx.OpSync, fsx.OpRename, fsx.OpTruncate, fsx.OpOpen} {
+	for _, op := range []fsxtest.Op{fsxtest.OpWrite, fsxtest.OpSync, fsxtest.OpRename, fsxtest.OpTruncate, fsxtest.OpOpen} {
 		for _, nth := range []int{1, 2, 5, 9} {
 			ctx := fmt.Sprintf("op %d nth %d", op, nth)
 			dir := t.TempDir()
-			f := &fsx.Faulty{}
-			o := store.Options{SegmentSize: 4096, CheckpointBytes: 2048, FS: f, Now: auClock()}
+			f := &fsxtest.Faulty{}
+			o := store.WithFS(store.Options{SegmentSize: 4096, CheckpointBytes: 2048, Now: auClock()}, f)
 			s, err := store.Open(dir, o)
 			require.NoError(t, err, ctx)
-			f.Fail(op, nth, fsx.ENOSPC)
+			f.Fail(op, nth, fsxtest.ENOSPC)
 			var acked auAcked
 			failed := false
 			var unknown *store.Message // the failing call: its outcome is unknown

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/internal/fsx/fsxtest"
 )
 
 // derivedFixture is a closed store with two queues over several segments
@@ -175,9 +175,9 @@ func TestDamagedDerivedFilesWithFailedOpensInBetweenAreRebuiltFromTheLog(t *test
 				require.Len(t, files, 4, "checkpoint, log index, two queue indexes")
 				damage(t, r, files[file])
 				for n := 1; n <= 3; n++ {
-					f := &fsx.Faulty{}
-					f.Fail(fsx.Op(r.IntN(int(fsx.OpTruncate)+1)), r.IntN(4)+1, fsx.ENOSPC)
-					if s, err := Open(fx.dir, Options{FS: f}); err == nil {
+					f := &fsxtest.Faulty{}
+					f.Fail(fsxtest.Op(r.IntN(int(fsxtest.OpTruncate)+1)), r.IntN(4)+1, fsxtest.ENOSPC)
+					if s, err := Open(fx.dir, Options{fs: f}); err == nil {
 						s.Close() // the fault fell where Open writes nothing
 					} else {
 						require.ErrorIs(t, err, ErrFailed)

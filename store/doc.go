@@ -113,8 +113,7 @@
 // everything). RetainEvery: DefaultRetainEvery (1 min). MaxMessageSize:
 // DefaultMaxMessageSize (4 MiB of Body; metadata up to MaxMetadataSize).
 // CheckpointBytes: DefaultCheckpointBytes (4 MiB). CheckpointEvery:
-// DefaultCheckpointEvery (10 s). Read clamps max to MaxReadBatch. FS: the
-// operating system. Now: time.Now. Logger: discard.
+// DefaultCheckpointEvery (10 s). Read clamps max to MaxReadBatch. Now: time.Now. Logger: discard.
 //
 // # Ownership
 //

@@ -93,10 +93,6 @@ type Options struct {
 	// (defaults DefaultCheckpointBytes and DefaultCheckpointEvery).
 	CheckpointBytes int64
 	CheckpointEvery time.Duration
-	// FS is where the store writes every file that is not the log (index
-	// files, checkpoint, quarantine); nil = the operating system. Tests
-	// pass an fsx.Faulty to fail the Nth write, fsync or rename.
-	FS fsx.FS
 	// Now is the clock for StoredAt and MaxAge (nil = time.Now).
 	Now func() time.Time
 	// Logger receives recovery, retention, failures and rejected requests
@@ -108,6 +104,14 @@ type Options struct {
 	// the appending goroutine just before Append returns, so it may append
 	// again; it should not block for long.
 	OnAppend func(topic string, queueID int, next int64)
+
+	// fs is where the store writes every file that is not the log (index
+	// files, checkpoint, quarantine); nil = the operating system. Tests set
+	// it (export_test.go) to a fault layer.
+	fs fsx.FS
+	// afterFixedRead runs after a read verified the tail or repaired an
+	// index entry, before it tries again (tests append there).
+	afterFixedRead func()
 }
 
 func (o Options) withDefaults() Options {
@@ -129,8 +133,8 @@ func (o Options) withDefaults() Options {
 	if o.CheckpointEvery <= 0 {
 		o.CheckpointEvery = DefaultCheckpointEvery
 	}
-	if o.FS == nil {
-		o.FS = fsx.OS
+	if o.fs == nil {
+		o.fs = fsx.OS
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -49,7 +49,9 @@ func (s *Store) Read(topic string, queueID int, offset int64, max int) ([]*Messa
 		}); err != nil {
 			return nil, err
 		}
-		testHookFixedRead()
+		if s.opts.afterFixedRead != nil {
+			s.opts.afterFixedRead()
+		}
 	}
 }
 
@@ -57,10 +59,6 @@ func (s *Store) Read(topic string, queueID int, offset int64, max int) ([]*Messa
 // the first follows a verification of the tail, a repaired index entry or
 // a record judged damaged (which the next try steps past).
 const maxReadAttempts = 64
-
-// testHookFixedRead runs after a read verified the tail or repaired an
-// index entry, before it tries again (tests append there).
-var testHookFixedRead = func() {}
 
 // readResult says why a read failed: an error, the index entry at fault
 // (bad, -1 if none) or that the records it would read must be verified

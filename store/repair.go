@@ -17,9 +17,9 @@ import (
 type RepairOptions struct {
 	// Logger receives one line per cut (nil = discard).
 	Logger *slog.Logger
-	// FS is where the quarantine files and the checkpoint are written (nil =
-	// the operating system).
-	FS fsx.FS
+	// fs is where the quarantine files and the checkpoint are written (nil =
+	// the operating system); tests set it (export_test.go).
+	fs fsx.FS
 }
 
 // RepairReport says exactly what Repair removed from the log.
@@ -70,8 +70,8 @@ func Repair(dir string, opts RepairOptions) (RepairReport, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.FS == nil {
-		opts.FS = fsx.OS
+	if opts.fs == nil {
+		opts.fs = fsx.OS
 	}
 	var rep RepairReport
 	lockF, err := lockDir(dir)
@@ -81,7 +81,7 @@ func Repair(dir string, opts RepairOptions) (RepairReport, error) {
 	defer lockF.Close()
 	walDir := filepath.Join(dir, "log")
 	for range 1 << 16 { // each round removes at least one segment's damage
-		ck, err := readCheckpoint(opts.FS, dir)
+		ck, err := readCheckpoint(opts.fs, dir)
 		if err != nil {
 			ck = nil // derived: the next Open rebuilds
 		}
@@ -106,7 +106,7 @@ func Repair(dir string, opts RepairOptions) (RepairReport, error) {
 		default:
 			return rep, err
 		}
-		cut, err := repairOne(dir, opts.FS, segs, ck, ce)
+		cut, err := repairOne(dir, opts.fs, segs, ck, ce)
 		if err != nil {
 			return rep, err
 		}

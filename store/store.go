@@ -123,7 +123,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		walDir:   filepath.Join(dir, "log"),
 		opts:     opts,
 		log:      opts.Logger,
-		fs:       opts.FS,
+		fs:       opts.fs,
 		queues:   map[string]map[int]*queue{},
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
