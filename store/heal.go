@@ -119,8 +119,8 @@ func (s *Store) heal(x *indexFile, n int64, match matcher, lo, hi int64) (int, e
 			}
 			var b [entrySize]byte
 			want.put(b[:])
-			if _, err := x.f.WriteAt(b[:], k*entrySize); err != nil {
-				return repaired, s.fail(fmt.Errorf("repair index %s: %w", x.f.Name(), err))
+			if err := x.writeAt(b[:], k*entrySize); err != nil {
+				return repaired, s.fail(fmt.Errorf("repair index %s: %w", x.Name(), err))
 			}
 			repaired++
 			s.stats.indexRepairs.Add(1)

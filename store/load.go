@@ -99,7 +99,7 @@ func frameAt(f *os.File, at int64, want int64) bool {
 // and that its newest entry names the record it should. why explains what
 // is wrong (then the index is rebuilt).
 func (s *Store) openFromCheckpoint(ck *checkpoint) (why string, err error) {
-	if s.lidx, err = openIndexFile(s.fs, filepath.Join(s.dir, "index", logIndexName), ck.next); err != nil {
+	if s.lidx, err = openIndexFile(s.files, filepath.Join(s.dir, "index", logIndexName), ck.next); err != nil {
 		return "", err
 	}
 	if ck.next > s.logMin {
@@ -131,14 +131,14 @@ func checkEnd(x *indexFile, n, lastLog int64) string {
 		return err.Error()
 	}
 	if size <= n {
-		return fmt.Sprintf("file %s holds %d entries, the checkpoint says %d", x.f.Name(), size, n+1)
+		return fmt.Sprintf("file %s holds %d entries, the checkpoint says %d", x.Name(), size, n+1)
 	}
 	e, err := x.get(n)
 	if err != nil {
 		return err.Error()
 	}
 	if e.logOffset != lastLog {
-		return fmt.Sprintf("file %s entry %d names log offset %d, expected %d", x.f.Name(), n, e.logOffset, lastLog)
+		return fmt.Sprintf("file %s entry %d names log offset %d, expected %d", x.Name(), n, e.logOffset, lastLog)
 	}
 	return ""
 }
@@ -192,7 +192,7 @@ func (s *Store) loadIndex(ck *checkpoint, cut int64) error {
 			return err
 		}
 		var err error
-		if s.lidx, err = openIndexFile(s.fs, filepath.Join(s.dir, "index", logIndexName), s.logMin); err != nil {
+		if s.lidx, err = openIndexFile(s.files, filepath.Join(s.dir, "index", logIndexName), s.logMin); err != nil {
 			return err
 		}
 		fromSeg, fromPos = 0, 0

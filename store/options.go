@@ -64,6 +64,11 @@ const (
 	// MaxReadBatch is the most messages one Read returns; a larger max is
 	// clamped (callers page by QueueOffset).
 	MaxReadBatch = 1024
+	// DefaultMaxOpenFiles is how many index files the store keeps open at
+	// most by default, whatever the number of queues: with the log's
+	// segments, the lock file and the checkpoint it fits well under a
+	// process limit of 1,024 descriptors.
+	DefaultMaxOpenFiles = 256
 )
 
 // Options configure a Store. The zero value is a working default.
@@ -93,6 +98,11 @@ type Options struct {
 	// (defaults DefaultCheckpointBytes and DefaultCheckpointEvery).
 	CheckpointBytes int64
 	CheckpointEvery time.Duration
+	// MaxOpenFiles bounds the index files kept open (default
+	// DefaultMaxOpenFiles; at least 2): every (topic, queue) has one, opened
+	// when used and closed, least recently used first, to stay within the
+	// budget. Each log segment keeps one more descriptor for reads.
+	MaxOpenFiles int
 	// Now is the clock for StoredAt and MaxAge (nil = time.Now).
 	Now func() time.Time
 	// Logger receives recovery, retention, failures and rejected requests
@@ -133,6 +143,10 @@ func (o Options) withDefaults() Options {
 	if o.CheckpointEvery <= 0 {
 		o.CheckpointEvery = DefaultCheckpointEvery
 	}
+	if o.MaxOpenFiles <= 0 {
+		o.MaxOpenFiles = DefaultMaxOpenFiles
+	}
+	o.MaxOpenFiles = max(o.MaxOpenFiles, 2)
 	if o.fs == nil {
 		o.fs = fsx.OS
 	}

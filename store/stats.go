@@ -28,9 +28,14 @@ type Stats struct {
 	Replayed    int64  `json:"replayed"`     // records the last Open re-indexed from the log
 	Segments    int    `json:"segments"`
 	Queues      int    `json:"queues"`
-	LogMin      int64  `json:"log_min"`  // oldest log offset
-	LogNext     int64  `json:"log_next"` // next log offset
-	Failed      bool   `json:"failed"`
+	// IndexFilesOpen is how many index files are open now (at most
+	// Options.MaxOpenFiles, whatever Queues is); IndexFileOpens how many
+	// times one was opened.
+	IndexFilesOpen int    `json:"index_files_open"`
+	IndexFileOpens uint64 `json:"index_file_opens"`
+	LogMin         int64  `json:"log_min"`  // oldest log offset
+	LogNext        int64  `json:"log_next"` // next log offset
+	Failed         bool   `json:"failed"`
 }
 
 type counters struct {
@@ -43,7 +48,10 @@ type counters struct {
 func (s *Store) Stats() Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	open, opens := s.files.stats()
 	return Stats{
+		IndexFilesOpen: open,
+		IndexFileOpens: opens,
 		Appends:        s.stats.appends.Load(),
 		Messages:       s.stats.messages.Load(),
 		AppendedBytes:  s.stats.bytes.Load(),

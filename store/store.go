@@ -29,7 +29,8 @@ type Store struct {
 	walDir string
 	opts   Options
 	log    *slog.Logger
-	fs     fsx.FS // every file the store writes that is not the log
+	fs     fsx.FS     // every file the store writes that is not the log
+	files  *fileCache // the open index files (at most Options.MaxOpenFiles)
 	wal    *wal.Log
 	lockF  *os.File
 
@@ -124,6 +125,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts:     opts,
 		log:      opts.Logger,
 		fs:       opts.fs,
+		files:    newFileCache(opts.fs, opts.MaxOpenFiles),
 		queues:   map[string]map[int]*queue{},
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -345,15 +347,8 @@ func (s *Store) Close() error {
 
 // closeIndex closes and forgets the index files (before a rebuild).
 func (s *Store) closeIndex() {
-	if s.lidx != nil {
-		s.lidx.f.Close()
-		s.lidx = nil
-	}
-	for _, qs := range s.queues {
-		for _, q := range qs {
-			q.idx.f.Close()
-		}
-	}
+	s.files.closeAll()
+	s.lidx = nil
 	s.queues = map[string]map[int]*queue{}
 	s.nq = 0
 	s.dirty = nil
