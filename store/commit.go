@@ -195,14 +195,15 @@ func (s *Store) checkpoint(syncLog ...bool) error {
 		lastStored: s.lastStored,
 		queues:     make([]ckptQueue, 0, s.nq),
 	}
-	if err := s.flushDirty(); err != nil {
+	if err := s.persistIndex(); err != nil {
 		err = s.fail(err)
 		s.mu.Unlock()
 		return err
 	}
+	ck.journalGen, ck.journalSize, ck.logFlushed = s.jr.gen, s.jr.size, s.lidx.flushed
 	for _, qs := range s.queues {
 		for _, q := range qs {
-			ck.queues = append(ck.queues, ckptQueue{topic: q.topic, id: q.id, next: q.next, min: q.min, lastLog: q.lastLog})
+			ck.queues = append(ck.queues, ckptQueue{topic: q.topic, id: q.id, next: q.next, min: q.min, lastLog: q.lastLog, flushed: q.idx.flushed})
 		}
 	}
 	s.mu.Unlock()
@@ -221,5 +222,6 @@ func (s *Store) checkpoint(syncLog ...bool) error {
 		return err
 	}
 	s.stats.ckpts.Add(1)
+	s.journalWritten(ck.journalGen)
 	return nil
 }

@@ -168,11 +168,16 @@ func TestDamagedDerivedFilesWithFailedOpensInBetweenAreRebuiltFromTheLog(t *test
 	failed := 0
 	defer func() { assert.Positive(t, failed, "some Opens must have failed") }()
 	for name, damage := range damages {
-		for file := 0; file < 4; file++ {
+		for file := 0; file < 5; file++ {
 			t.Run(fmt.Sprintf("%s/%d", name, file), func(t *testing.T) {
 				fx := newDerivedFixture(t, Options{SegmentSize: 4096, Sync: SyncNone})
 				files := fx.derivedFiles(t)
-				require.Len(t, files, 4, "checkpoint, log index, two queue indexes")
+				// checkpoint, log index, two queue indexes, and the index
+				// journal unless every checkpoint found full blocks only
+				require.GreaterOrEqual(t, len(files), 4)
+				if file >= len(files) {
+					t.Skip("no index journal was written")
+				}
 				damage(t, r, files[file])
 				for n := 1; n <= 3; n++ {
 					f := &fsxtest.Faulty{}

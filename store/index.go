@@ -17,7 +17,8 @@ import (
 // record lives, and one for the whole log mapping a log offset the same way
 // (for ReadAt). Entry n sits at byte n*entrySize, so a lookup is one pread
 // and the index costs no memory per message. New entries are buffered and
-// written in blocks (at the latest by the next checkpoint). Index files are
+// written by the next checkpoint: to their file once a block is full, else
+// to the index journal (journal.go), so a checkpoint costs O(1) writes. Index files are
 // derived state and never fsynced: the checkpoint says how far they were
 // written, Open checks that they are (their length, their newest entry) and
 // rebuilds from the log when not, and every entry a read uses is checked
@@ -81,6 +82,10 @@ type indexFile struct {
 	flushed int64 // number of the first entry still in buf
 	buf     []byte
 	queued  bool // on the store's dirty list (entries wait in buf)
+	// journaled: entries below it are in the file or the index journal
+	// (journal.go); q: the queue it indexes (nil for the log-wide index).
+	journaled int64
+	q         *queue
 
 	f    fsx.File
 	elem *list.Element
@@ -152,7 +157,7 @@ func (x *indexFile) punch(off int64) error {
 
 // reset discards buffered entries and makes n the next entry to write.
 func (x *indexFile) reset(n int64) {
-	x.flushed = n
+	x.flushed, x.journaled = n, n
 	x.buf = x.buf[:0]
 }
 
@@ -172,10 +177,7 @@ func (x *indexFile) add(n int64, e entry) error {
 	at := len(x.buf)
 	x.buf = append(x.buf, make([]byte, entrySize)...) // no allocation once buf has grown
 	e.put(x.buf[at:])
-	if len(x.buf) >= flushBytes {
-		return x.flush()
-	}
-	return nil
+	return nil // written by the next checkpoint (persistIndex), off the append path
 }
 
 func (x *indexFile) flush() error {
@@ -287,6 +289,7 @@ func (s *Store) queue(topic string, id int, create bool) (*queue, error) {
 	}
 	idx := newIndexFile(s.files, filepath.Join(s.dir, "index", encodeQueueName(topic, id)), 0)
 	q := &queue{topic: topic, id: id, idx: idx, lastLog: -1}
+	idx.q = q
 	if s.queues[topic] == nil {
 		s.queues[topic] = map[int]*queue{}
 	}
@@ -304,20 +307,6 @@ func (s *Store) addEntry(x *indexFile, n int64, e entry) error {
 		s.dirty = append(s.dirty, x)
 	}
 	return x.add(n, e)
-}
-
-// flushDirty writes every buffered index entry. Callers hold mu exclusively.
-func (s *Store) flushDirty() error {
-	for i, x := range s.dirty {
-		if err := x.flush(); err != nil {
-			s.dirty = append(s.dirty[:0], s.dirty[i:]...)
-			return err
-		}
-		x.queued = false
-	}
-	clear(s.dirty)
-	s.dirty = s.dirty[:0]
-	return nil
 }
 
 // encodeQueueName is the index file name of a queue: topics are data, never

@@ -43,11 +43,14 @@ type Store struct {
 	filesClosed bool
 	failErr     error
 
-	queues map[string]map[int]*queue
-	nq     int
-	segs   []*segment // in order; the last one is being written
-	lidx   *indexFile // log offset -> entry, for ReadAt
-	dirty  []*indexFile
+	queues     map[string]map[int]*queue
+	nq         int
+	segs       []*segment // in order; the last one is being written
+	lidx       *indexFile // log offset -> entry, for ReadAt
+	dirty      []*indexFile
+	jr         *journal // the index journal (journal.go)
+	oldJournal *journal // the generation before a compaction, until a checkpoint names the new one
+	jgen       uint64   // the newest journal generation used
 
 	tailStart  uint64 // first wal index of the segment being written
 	tailSize   int64  // its bytes, as the store placed them (verified against the file)
@@ -348,6 +351,7 @@ func (s *Store) Close() error {
 // closeIndex closes and forgets the index files (before a rebuild).
 func (s *Store) closeIndex() {
 	s.files.closeAll()
+	s.closeJournal()
 	s.lidx = nil
 	s.queues = map[string]map[int]*queue{}
 	s.nq = 0
