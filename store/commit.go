@@ -76,11 +76,22 @@ func (s *Store) fsyncLog() error {
 		s.mu.Unlock()
 		return err
 	}
+	if p, ok := s.takePending(); ok {
+		// The round's records go to the wal in one WriteBatch, outside mu:
+		// the appenders place the next round meanwhile.
+		s.mu.Unlock()
+		werr := s.writePending(p)
+		s.mu.Lock()
+		if err := s.applyPending(p, werr); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
 	if err := s.verifyTail(); err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	target := s.written
+	target := s.walWritten
 	dir := s.dirDirty
 	if target == s.durable && !dir {
 		s.mu.Unlock()
@@ -174,13 +185,21 @@ func (s *Store) Sync() error {
 func (s *Store) checkpoint(syncLog ...bool) error {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
+	s.ioMu.Lock() // the wal holds every record placed before the checkpoint records it
 	s.mu.Lock()
 	if s.failErr != nil {
 		s.mu.Unlock()
+		s.ioMu.Unlock()
 		return s.failErr
+	}
+	if err := s.flushPendingLocked(); err != nil {
+		s.mu.Unlock()
+		s.ioMu.Unlock()
+		return err
 	}
 	if err := s.verifyTail(); err != nil {
 		s.mu.Unlock()
+		s.ioMu.Unlock()
 		return err
 	}
 	s.ckptDue = false
@@ -198,6 +217,7 @@ func (s *Store) checkpoint(syncLog ...bool) error {
 	if err := s.persistIndex(); err != nil {
 		err = s.fail(err)
 		s.mu.Unlock()
+		s.ioMu.Unlock()
 		return err
 	}
 	ck.journalGen, ck.journalSize, ck.logFlushed = s.jr.gen, s.jr.size, s.lidx.flushed
@@ -207,6 +227,7 @@ func (s *Store) checkpoint(syncLog ...bool) error {
 		}
 	}
 	s.mu.Unlock()
+	s.ioMu.Unlock()
 	sortQueues(ck.queues)
 
 	if len(syncLog) == 0 || syncLog[0] {

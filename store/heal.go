@@ -83,7 +83,7 @@ func (s *Store) heal(x *indexFile, n int64, match matcher, lo, hi int64) (int, e
 		sg := s.segs[j]
 		end := sg.size
 		if j == len(s.segs)-1 {
-			end = s.tailSize
+			end = s.walTail
 		}
 		if j > seg {
 			pos = 0

@@ -71,7 +71,7 @@ func (s *Store) Stats() Stats {
 		Segments:       len(s.segs),
 		Queues:         s.nq,
 		LogMin:         s.logMin,
-		LogNext:        s.written,
+		LogNext:        s.walWritten, // what the wal holds: a failed round never counts
 		Failed:         s.failErr != nil,
 	}
 }

@@ -52,9 +52,21 @@ type Store struct {
 	oldJournal *journal // the generation before a compaction, until a checkpoint names the new one
 	jgen       uint64   // the newest journal generation used
 
-	tailStart  uint64 // first wal index of the segment being written
-	tailSize   int64  // its bytes, as the store placed them (verified against the file)
-	lastFrame  frameCheck
+	tailStart uint64 // first wal index of the segment being written
+	tailSize  int64  // its bytes, as the store placed them (verified against the file)
+	lastFrame frameCheck
+	// What is in the wal (verify.go checks it): the log offsets below
+	// walWritten, the tail's size and its last record. Under SyncGroup the
+	// records of a group-commit round wait in pend (with the segment rolls
+	// they cause) and the leader writes them in one WriteBatch; otherwise
+	// each Append writes its own.
+	walWritten int64
+	walTail    int64
+	walFrame   frameCheck
+	pend       wal.Batch
+	pendRolls  []roll
+	pendBytes  int64
+	spare      wal.Batch
 	written    int64 // next log offset to assign (and to reach the wal)
 	verified   int64 // log offsets below it are where the store's positions say (verify.go)
 	durable    int64 // log offsets below it are fsynced
@@ -261,6 +273,7 @@ func (s *Store) open() error {
 		}
 		s.lastFrame = frameCheck{pos: e.pos, size: e.size}
 	}
+	s.walWritten, s.walTail, s.walFrame = s.written, s.tailSize, s.lastFrame
 	return nil
 }
 
