@@ -89,22 +89,39 @@
 // record not verified yet. On the first divergence the store fails. The
 // cost: one fstat and one small pread per group commit. Retention goes
 // through wal.TruncateFront, which rewrites the first kept segment (a copy
-// of up to SegmentSize bytes per retention pass).
+// of up to SegmentSize bytes per retention pass). Repair, with the
+// directory locked, rewrites a segment through a temporary file and a rename
+// to replace a damaged record by a tombstone.
 //
 // # Memory and files
 //
 // The index is a set of files of fixed-size entries (one per queue, one for
 // the whole log), so it costs no memory per message; a Read is a pread of
 // the index and one pread per span of nearby records (a queue's records are
-// often adjacent in the log), done without holding the store lock. A
-// checkpoint file records how far the index files were written, so Open
-// replays only the log past it; it is written at every segment roll, every
-// CheckpointBytes of log and every CheckpointEvery, and on Close, and writes
-// only the index entries of the queues that changed. Index files are not
-// fsynced (they are checked and repaired from the log instead), so a
-// checkpoint costs what changed, not the number of queues. tidwall/wal
-// keeps the segment being written in memory, and the last closed one in its
-// cache, so the log's heap is bounded by about twice SegmentSize.
+// often adjacent in the log), done without holding the store lock. New
+// entries wait in a per-queue buffer, off the append path; a checkpoint
+// (at every segment roll, every CheckpointBytes of log, every
+// CheckpointEvery, and on Close) writes each buffer that reached 4 KiB to
+// its file and every other new entry to one index journal in a single
+// write, so a checkpoint costs O(1) writes whatever the number of queues
+// that changed, and records how far each file and the journal go, so Open
+// replays only the log past it and reads the journal back. Index files and
+// the journal are not fsynced (they are checked and repaired from the log
+// instead). Per queue the store keeps its offsets and at most 4 KiB of
+// buffered entries (until the next checkpoint writes them: at most what
+// CheckpointBytes of log add). tidwall/wal keeps the segment being written
+// in memory, and the last closed one in its cache, so the log's heap is
+// bounded by about twice SegmentSize.
+//
+// Open file descriptors are bounded by configuration, not by the number of
+// queues: index files are opened when used and closed least recently used
+// first to keep at most MaxOpenFiles (DefaultMaxOpenFiles, 256) open; add
+// one per log segment (a read handle), the journal, the log-wide index and
+// the lock.
+//
+// Under SyncGroup appenders place and encode their records under the lock
+// and the group-commit leader writes the round's records to the wal in one
+// WriteBatch, outside the lock, then fsyncs them.
 //
 // # Defaults
 //
@@ -113,7 +130,8 @@
 // everything). RetainEvery: DefaultRetainEvery (1 min). MaxMessageSize:
 // DefaultMaxMessageSize (4 MiB of Body; metadata up to MaxMetadataSize).
 // CheckpointBytes: DefaultCheckpointBytes (4 MiB). CheckpointEvery:
-// DefaultCheckpointEvery (10 s). Read clamps max to MaxReadBatch. Now: time.Now. Logger: discard.
+// DefaultCheckpointEvery (10 s). MaxOpenFiles: DefaultMaxOpenFiles (256).
+// Read clamps max to MaxReadBatch. Now: time.Now. Logger: discard.
 //
 // # Ownership
 //
@@ -129,6 +147,7 @@
 // takes it too). Retention drops whole segments only, never the one being
 // written. Index entries take 32 bytes per message per file (queue and
 // log); retention frees their disk blocks by punching holes (Linux), the
-// files keep their logical size. Every segment and every queue's index file
-// stays open while the Store is. The log directory belongs to the store.
+// files keep their logical size. Every segment keeps a read handle open
+// while the Store is (index files do not: see MaxOpenFiles). The log
+// directory belongs to the store.
 package store
