@@ -1,6 +1,7 @@
 package brokercore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +30,13 @@ type Broker struct {
 	sched     *schedule.Scheduler
 	locks     *lock.Table
 	consumers *consumer.Registry
+	arrivals  *Arrivals
+
+	// Subscribers added after Open (OnConsumerEvent, OnLockEvent,
+	// OnOffsetReset), called after the host's Options hooks.
+	consumerHooks hookList[consumer.Event]
+	lockHooks     hookList[lock.Event]
+	resetHooks    hookList[OffsetReset]
 
 	// closers run in reverse order on Close (and on a failed Open).
 	closers []closer
@@ -97,6 +105,9 @@ func (b *Broker) open(dir string, opts Options) error {
 	}
 	b.store = st
 	b.add("store", st.Close)
+	b.arrivals = NewArrivals(st)
+	unsub := st.Subscribe(b.arrivals.Notify)
+	b.add("arrivals", func() error { unsub(); b.arrivals.Close(); return nil })
 
 	oo := opts.Offset
 	if oo.Bounds == nil {
@@ -139,16 +150,21 @@ func (b *Broker) open(dir string, opts Options) error {
 	b.sched = sch
 	b.add("scheduler", sch.Close)
 
-	b.locks = lock.New(opts.Lock)
+	lo := opts.Lock
+	lo.OnEvent = then(lo.OnEvent, b.lockHooks.call)
+	b.locks = lock.New(lo)
 	b.add("locks", b.locks.Close)
-	b.consumers = consumer.New(opts.Consumer)
+	co := opts.Consumer
+	co.OnEvent = then(co.OnEvent, b.consumerHooks.call)
+	b.consumers = consumer.New(co)
 	b.add("consumers", b.consumers.Close)
 	return nil
 }
 
 // wakeOnReset is offset.Options.OnReset: a reset makes messages of the
-// queue deliverable again, so the long-polling pops of the topic look
-// again at once instead of when their Poll ends. Then the host's own hook.
+// queue deliverable again, so the long-polling pops of the topic and the
+// queue's Arrivals waiters look again at once instead of when their wait
+// ends. Then the host's own hook, then OnOffsetReset's subscribers.
 // Resets come through Broker.Offsets, after Open set b.pop (nothing Open
 // runs resets an offset), so b.pop is read without a lock.
 func (b *Broker) wakeOnReset(host func(group, topic string, queueID int, offset int64, epoch uint64)) func(string, string, int, int64, uint64) {
@@ -156,9 +172,22 @@ func (b *Broker) wakeOnReset(host func(group, topic string, queueID int, offset 
 		if b.pop != nil {
 			b.pop.Arrived(topic, queueID)
 		}
+		b.arrivals.Wake(topic, queueID)
 		if host != nil {
 			host(group, topic, queueID, offset, epoch)
 		}
+		b.resetHooks.call(OffsetReset{Group: group, Topic: topic, QueueID: queueID, Offset: offset, Epoch: epoch})
+	}
+}
+
+// then is a hook calling first (when set), then second.
+func then[E any](first, second func(E)) func(E) {
+	if first == nil {
+		return second
+	}
+	return func(e E) {
+		first(e)
+		second(e)
 	}
 }
 
@@ -228,6 +257,18 @@ func (b *Broker) Locks() *lock.Table { return b.locks }
 
 // Consumers returns the broker's consumer registry.
 func (b *Broker) Consumers() *consumer.Registry { return b.consumers }
+
+// Arrivals returns the broker's long-poll waiter: woken by every append to
+// the store (the scheduler's deliveries included) and by every offset
+// reset; closed by Close.
+func (b *Broker) Arrivals() *Arrivals { return b.arrivals }
+
+// WaitArrival is Arrivals().Wait: it returns true once (topic, queueID)
+// holds a message at offset or past it, or its offsets were reset (look
+// again), and false when ctx ends or the broker closes.
+func (b *Broker) WaitArrival(ctx context.Context, topic string, queueID int, offset int64) bool {
+	return b.arrivals.Wait(ctx, topic, queueID, offset)
+}
 
 // Close stops everything in the reverse order of Open and returns after
 // every goroutine has exited: housekeeping, the consumer registry and the

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"strconv"
 
+	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -26,6 +27,9 @@ const (
 	// PropDLQOriginMessageID is its unique key (the UNIQ_KEY property),
 	// when it has one.
 	PropDLQOriginMessageID = "DLQ_ORIGIN_MESSAGE_ID"
+	// PropDLQReason is why a dead letter could not be delivered, on the
+	// scheduler's dead letters (schedule.DeadLetterTopic): the log's error.
+	PropDLQReason = schedule.PropDLQReason
 	// PropUniqKey is the property holding a message's unique key
 	// (schedule.PropUniqKey, RocketMQ's UNIQ_KEY).
 	PropUniqKey = "UNIQ_KEY"

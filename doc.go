@@ -57,6 +57,29 @@
 //     and silent consumer channels expired every ConsumerScanEvery;
 //   - Options.Now and Options.Logger reach every package whose own is nil.
 //
+// # The RocketMQ layer every front-end shares
+//
+// A protocol server (remoting, gRPC, HTTP) translates; the rules live here,
+// so every front-end applies the same ones:
+//
+//   - names and limits: CheckProduce, CheckClientTopic, CheckGroupName,
+//     ReservedTopic (names.go) refuse what a later step could not deliver;
+//   - tag filters: pop.ParseFilter is the one grammar (Apache's), used for
+//     pops (pop.Request.TagFilter) and a server's own pulls (Filter.Match);
+//   - long polls: Broker.WaitArrival, or Broker.Arrivals().Watch in a
+//     server's own select, wakes on every append (the scheduler's deliveries
+//     included) and every offset reset, with no goroutine or map per server;
+//   - retries: PlanSendBack and Broker.SendBack apply RocketMQ's send-back
+//     rules (RetryTopic, reconsume times, the delay ladder from
+//     RetryBaseLevel, DeadLetterTopic past DefaultMaxReconsumeTimes);
+//   - events after Open: Broker.OnConsumerEvent, OnLockEvent and
+//     OnOffsetReset subscribe a server built after the core, with the
+//     guarantees of the Options hooks (which still run first).
+//
+// No retry loop in the library retries a permanent refusal forever: a
+// delayed message or timer the store refuses for good goes to
+// schedule.DeadLetterTopic with its reason, and the level moves on.
+//
 // Close stops everything in reverse order and waits for every goroutine;
 // afterwards the store, pop, the offset manager and the consumer registry
 // answer their ErrClosed, and the scheduler's Start and Cancel answer

@@ -18,6 +18,7 @@ type Stats struct {
 	Schedule schedule.Stats `json:"schedule"` // Broker.Scheduler().Stats()
 	Lock     lock.Stats     `json:"lock"`     // Broker.Locks().Stats()
 	Consumer consumer.Stats `json:"consumer"` // Broker.Consumers().Stats()
+	Arrivals ArrivalStats   `json:"arrivals"` // Broker.Arrivals().Stats()
 }
 
 // Stats returns a snapshot of every piece's counters. Each is taken on its
@@ -30,5 +31,6 @@ func (b *Broker) Stats() Stats {
 		Schedule: b.sched.Stats(),
 		Lock:     b.locks.Stats(),
 		Consumer: b.consumers.Stats(),
+		Arrivals: b.arrivals.Stats(),
 	}
 }

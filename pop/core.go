@@ -40,9 +40,9 @@ type core struct {
 	group, topic string
 	cfg          coreConfig
 	queues       map[int]*queueState
-	rr           int       // AllQueues rotation
-	filter       tagFilter // the group's subscription on the topic
-	subscribed   bool      // filter was set by a pop
+	rr           int    // AllQueues rotation
+	filter       Filter // the group's subscription on the topic
+	subscribed   bool   // filter was set by a pop
 	incSeq       uint64
 	batchSeq     uint64
 	log          *slog.Logger
@@ -60,7 +60,7 @@ type popReq struct {
 	client  string
 	max     int
 	inv     time.Duration
-	filter  tagFilter
+	filter  Filter
 }
 
 // queuePlan is one queue of a plan: what to read and, once read, the
@@ -99,7 +99,7 @@ type popPlan struct {
 }
 
 // subscribe makes f the group's filter on the topic.
-func (c *core) subscribe(f tagFilter, client string) {
+func (c *core) subscribe(f Filter, client string) {
 	if c.subscribed && f.expr == c.filter.expr {
 		return
 	}
@@ -207,7 +207,7 @@ func (c *core) planQueue(now int64, req popReq, v view, qs *queueState, remainin
 		}
 		avail := max(v.MaxOffset(qs.queue)-qs.next, 0)
 		n = int(min(int64(n), avail))
-		if !req.filter.all() && n > 0 {
+		if !req.filter.All() && n > 0 {
 			n = int(min(int64(MaxBatch), avail)) // read ahead: some of it may be filtered out
 		}
 	}
@@ -251,10 +251,20 @@ func (c *core) planDeadLetters(now int64, req popReq, v view, queues []int) *pop
 	return p
 }
 
+// dlOutcome is what became of a message offered to DeadLetter.
+type dlOutcome uint8
+
+const (
+	dlRetry   dlOutcome = iota // the call failed (or the read did): offer it again later
+	dlDone                     // dead-lettered
+	dlGone                     // gone from the log: nothing to dead-letter
+	dlDropped                  // refused for good: settled without a dead letter
+)
+
 // settleDeadLetters settles the offered entries whose DeadLetter call
-// succeeded (ok[i][j] for p.queues[i].again[j]) and are still parked
-// under the same generation.
-func (c *core) settleDeadLetters(p *popPlan, ok [][]bool) {
+// is over (ok[i][j] for p.queues[i].again[j] is not dlRetry) and are still
+// parked under the same generation.
+func (c *core) settleDeadLetters(p *popPlan, ok [][]dlOutcome) {
 	for i := range p.queues {
 		qp := &p.queues[i]
 		if c.queues[qp.qs.queue] != qp.qs {
@@ -262,12 +272,14 @@ func (c *core) settleDeadLetters(p *popPlan, ok [][]bool) {
 		}
 		for j, off := range qp.again {
 			e := qp.qs.get(off)
-			if !ok[i][j] || e == nil || e.gen != qp.gens[j] || e.where == detached {
+			if ok[i][j] == dlRetry || e == nil || e.gen != qp.gens[j] || e.where == detached {
 				continue
 			}
-			c.st.deadLettered.Add(1)
-			c.log.Info("pop: message dead-lettered", "group", c.group, "topic", c.topic, "queue", qp.qs.queue,
-				"offset", off, "attempts", e.attempts)
+			if ok[i][j] != dlDropped {
+				c.st.deadLettered.Add(1)
+				c.log.Info("pop: message dead-lettered", "group", c.group, "topic", c.topic, "queue", qp.qs.queue,
+					"offset", off, "attempts", e.attempts)
+			}
 			qp.qs.settle(e)
 		}
 	}
@@ -349,7 +361,7 @@ func (c *core) apply(p *popPlan) ([]pick, int, error) {
 }
 
 // reviveApply delivers again the planned entries that are still visible.
-func (q *queueState) reviveApply(now int64, inv time.Duration, max int, qp *queuePlan, f tagFilter, out []pick) ([]pick, int) {
+func (q *queueState) reviveApply(now int64, inv time.Duration, max int, qp *queuePlan, f Filter, out []pick) ([]pick, int) {
 	start, skipped := len(out), 0
 	for _, off := range qp.again {
 		if len(out)-start >= max {
@@ -363,7 +375,7 @@ func (q *queueState) reviveApply(now int64, inv time.Duration, max int, qp *queu
 		if !ok {
 			continue
 		}
-		if m == nil || !f.match(m.Tags) { // gone from the log, or the filter changed
+		if m == nil || !f.Match(m.Tags) { // gone from the log, or the filter changed
 			q.settle(e)
 			skipped++
 			continue

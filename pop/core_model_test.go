@@ -64,11 +64,13 @@ func (d *coreDriver) pop(g string, q int, req popReq) []pick {
 		p := c.plan(now, req, d.view(g), queues, rot)
 		d.read(p)
 		if p.deadLetters {
-			ok := make([][]bool, len(p.queues))
+			ok := make([][]dlOutcome, len(p.queues))
 			for i := range p.queues {
-				ok[i] = make([]bool, len(p.queues[i].again))
+				ok[i] = make([]dlOutcome, len(p.queues[i].again))
 				for j := range ok[i] {
-					ok[i][j] = !d.m.dlFail
+					if !d.m.dlFail {
+						ok[i][j] = dlDone
+					}
 				}
 			}
 			c.settleDeadLetters(p, ok)

@@ -28,7 +28,11 @@
 //     Options.MaxAttempts deliveries, when the last invisible time ends, it
 //     goes to Options.DeadLetter (a nil DeadLetter: it keeps being
 //     redelivered); until DeadLetter returns nil the message is kept and
-//     the call retried every Options.DeadLetterRetry.
+//     the call retried every Options.DeadLetterRetry — unless its error
+//     says the refusal is for good (ErrDeadLetterRefused, store.ErrInvalid):
+//     then the message is settled without a dead letter, logged at ERROR
+//     and counted (Stats.DeadLetterDropped), so it cannot hold its queue's
+//     offset back forever.
 //   - FIFO: each queue has at most one in-flight batch, always its lowest
 //     unacked messages. While any member is invisible, pops with another
 //     attempt id get nothing from the queue; a pop with the batch's attempt
@@ -64,10 +68,12 @@
 //
 // # Tag filters
 //
-// Request.Filter is a subscription expression as RocketMQ clients send it:
-// "" and "*" match every message, "A || B || C" a message whose Tags is one
-// of the tags (spaces around "||" optional); anything else is ErrInvalid
-// with the reason. A message the filter rejects is settled for the group
+// Request.Filter is a subscription expression as RocketMQ clients send it,
+// parsed by ParseFilter — the one grammar every front-end uses, with Apache
+// RocketMQ's rules: "" and "*" match every message, "A || B || C" a message
+// whose Tags is one of the tags (parts trimmed, empty parts dropped; "*"
+// inside a list is a literal tag); an expression naming no tag ("||") is
+// ErrInvalid with the reason. A message the filter rejects is settled for the group
 // without being delivered (Stats.Filtered): the committed offset moves
 // past it once everything before it is settled, and a FIFO queue is never
 // blocked by it. The filter is the group's subscription on the topic: a

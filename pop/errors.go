@@ -37,4 +37,12 @@ var (
 	// value as offset.ErrStaleEpoch (internal/fence), so errors.Is matches
 	// either.
 	ErrStaleEpoch = fence.ErrStaleEpoch
+	// ErrDeadLetterRefused, wrapped by an error of Options.DeadLetter, says
+	// the dead letter can never be written (its log refuses it for good):
+	// instead of offering it again every DeadLetterRetry forever, the
+	// Service settles the message without a dead letter — it stays in its
+	// topic's log at its offset — logs it at ERROR with its keys and counts
+	// it in Stats.DeadLetterDropped. An error wrapping store.ErrInvalid (a
+	// DeadLetter that appends to a *store.Store) is taken the same way.
+	ErrDeadLetterRefused = errors.New("pop: dead letter refused for good")
 )

@@ -73,7 +73,7 @@ func (q *queueState) fifoDecide(now int64, attempt string, max int, buf []int64)
 // the driver read (got looks a re-delivered offset up; fresh were read at
 // next). It returns the picks, whether the queue was blocked, and how many
 // messages the filter settled.
-func (q *queueState) fifoApply(now int64, attempt string, inv time.Duration, max int, got func(int64) (*store.Message, bool), fresh []*store.Message, f tagFilter, newBatch func() uint64, out []pick) (_ []pick, blocked bool, skipped int) {
+func (q *queueState) fifoApply(now int64, attempt string, inv time.Duration, max int, got func(int64) (*store.Message, bool), fresh []*store.Message, f Filter, newBatch func() uint64, out []pick) (_ []pick, blocked bool, skipped int) {
 	var buf [MaxBatch]int64
 	mode, offs := q.fifoDecide(now, attempt, max, buf[:0])
 	switch mode {
@@ -118,7 +118,7 @@ func (q *queueState) fifoAgain(now int64, attempt string, inv time.Duration, exp
 
 // fifoNewBatch forms batch id from the lowest unsettled offsets: the
 // visible entries offs, then fresh messages, up to max.
-func (q *queueState) fifoNewBatch(now int64, attempt string, inv time.Duration, max int, offs []int64, got func(int64) (*store.Message, bool), fresh []*store.Message, f tagFilter, id uint64, out []pick) ([]pick, int) {
+func (q *queueState) fifoNewBatch(now int64, attempt string, inv time.Duration, max int, offs []int64, got func(int64) (*store.Message, bool), fresh []*store.Message, f Filter, id uint64, out []pick) ([]pick, int) {
 	start, skipped := len(out), 0
 	members := make([]int64, 0, max)
 	complete := true
@@ -129,7 +129,7 @@ func (q *queueState) fifoNewBatch(now int64, attempt string, inv time.Duration, 
 			break
 		}
 		e := q.get(off)
-		if m == nil || !f.match(m.Tags) { // gone from the log, or the filter changed
+		if m == nil || !f.Match(m.Tags) { // gone from the log, or the filter changed
 			q.settle(e)
 			skipped++
 			continue

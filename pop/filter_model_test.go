@@ -19,7 +19,7 @@ func TestFilterRandomOpsDeliverOnlyMatchesAndLoseNone(t *testing.T) {
 		s := New(src, Options{Now: clock.Now, Offsets: offs, Tick: time.Hour})
 		defer s.Close()
 		filter := rapid.SampledFrom([]string{"", "*", "A", "A || B", "C||A"}).Draw(rt, "filter")
-		f, err := parseFilter(filter)
+		f, err := ParseFilter(filter)
 		require.NoError(rt, err)
 		fifo := rapid.Bool().Draw(rt, "fifo")
 		var tags []string
@@ -30,7 +30,7 @@ func TestFilterRandomOpsDeliverOnlyMatchesAndLoseNone(t *testing.T) {
 				Filter: filter, FIFO: fifo, AttemptID: rapid.SampledFrom([]string{"", "x", "y"}).Draw(t, "attempt")})
 			require.NoError(t, err)
 			for _, d := range r.Messages {
-				require.True(t, f.match(d.Message.Tags), "delivered %q through filter %q", d.Message.Tags, filter)
+				require.True(t, f.Match(d.Message.Tags), "delivered %q through filter %q", d.Message.Tags, filter)
 				live[d.Handle] = d.Message.QueueOffset
 			}
 		}
@@ -72,7 +72,7 @@ func TestFilterRandomOpsDeliverOnlyMatchesAndLoseNone(t *testing.T) {
 			}
 		}
 		for off, tag := range tags {
-			if f.match(tag) {
+			if f.Match(tag) {
 				require.Equal(rt, 1, acked[int64(off)], "matching message %d (%q) acked once", off, tag)
 			} else {
 				require.Zero(rt, acked[int64(off)], "non-matching message %d (%q) never delivered", off, tag)

@@ -39,31 +39,33 @@ func filterReq(filter string, max int) Request {
 	return Request{Group: "g", Topic: "T", ClientID: "c", QueueID: 0, Max: max, Invisible: time.Minute, Filter: filter}
 }
 
-func TestFilterExpressions(t *testing.T) {
+func TestPlainFilterRefusesSurprisingSpellings(t *testing.T) {
 	for expr, want := range map[string]string{
-		"": "*", "*": "*", "  *  ": "*", "A": "A", "A||B": "A || B", "B || A": "A || B",
+		"": "*", "*": "*", "A": "A", "A||B": "A || B", "B || A": "A || B",
 		" A  ||B|| C ": "A || B || C", "A || A": "A",
 	} {
-		f, err := parseFilter(expr)
+		f, err := PlainFilter(expr)
 		require.NoError(t, err, expr)
 		require.Equal(t, want, f.String(), expr)
 	}
 	for expr, why := range map[string]string{
 		"A ||": "empty tag", "|| A": "empty tag", "A |||| B": "empty tag", "A | B": "contains",
-		"A B": "contains", "A || *": "must stand alone", "A*": "contains", strings.Repeat("x", 5000): "exceeds",
+		"A B": "contains", "A || *": "must stand alone", "  *  ": "must stand alone", "A*": "contains",
+		"||": "names no tag", strings.Repeat("x", 5000): "exceeds",
 	} {
-		_, err := parseFilter(expr)
+		_, err := PlainFilter(expr)
+		require.ErrorIs(t, err, ErrInvalid, expr)
 		require.ErrorContains(t, err, why, expr)
 	}
-	f, _ := parseFilter("A || B")
-	require.True(t, f.match("A"))
-	require.True(t, f.match("B"))
-	require.False(t, f.match(""))
-	require.False(t, f.match("AB"))
-	many, _ := parseFilter("t0||t1||t2||t3||t4||t5||t6||t7||t8||t9")
-	require.True(t, many.match("t7"))
-	require.False(t, many.match("t10"))
-	require.True(t, tagFilter{}.match(""), "the zero filter matches everything")
+	f, _ := PlainFilter("A || B")
+	require.True(t, f.Match("A"))
+	require.True(t, f.Match("B"))
+	require.False(t, f.Match(""))
+	require.False(t, f.Match("AB"))
+	many, _ := PlainFilter("t0||t1||t2||t3||t4||t5||t6||t7||t8||t9")
+	require.True(t, many.Match("t7"))
+	require.False(t, many.Match("t10"))
+	require.True(t, Filter{}.Match(""), "the zero filter matches everything")
 }
 
 func TestBadFilterIsErrInvalidWithTheReasonAndChangesNothing(t *testing.T) {
@@ -86,7 +88,7 @@ func TestFilterSettlesNonMatchingMessagesWithoutDelivering(t *testing.T) {
 	s := New(src, Options{Now: newFakeClock().Now, Offsets: offs})
 	defer s.Close()
 	for _, f := range []string{"A || C", "C||A", " A|| C"} { // the same subscription written three ways
-		_, err := parseFilter(f)
+		_, err := ParseFilter(f)
 		require.NoError(t, err)
 	}
 	r, err := s.Pop(bg, filterReq("A || C", MaxBatch))

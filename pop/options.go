@@ -61,7 +61,10 @@ type Options struct {
 	MaxAttempts int
 	// DeadLetter receives a message that reached MaxAttempts once its last
 	// invisible time ended. Until it returns nil the message is kept and the
-	// call retried every DeadLetterRetry. nil = never dead-letter: messages
+	// call retried every DeadLetterRetry, unless the error wraps
+	// ErrDeadLetterRefused or store.ErrInvalid (refused for good): then the
+	// message is settled without one, at ERROR (Stats.DeadLetterDropped).
+	// nil = never dead-letter: messages
 	// keep being redelivered. It runs inside a pop, holding the
 	// group@topic serialization lock but no mutex: it may append to the
 	// store (a dead-letter topic) but must not pop the same group@topic.

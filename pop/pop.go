@@ -64,7 +64,7 @@ func (s *Service) Pop(ctx context.Context, req Request) (Result, error) {
 
 // newPopCall starts the clocks of a validated pop: its Poll, and how long
 // a FIFO retry waits for the group@topic lock.
-func (s *Service) newPopCall(ctx context.Context, req Request, filter tagFilter, inv time.Duration) *popCall {
+func (s *Service) newPopCall(ctx context.Context, req Request, filter Filter, inv time.Duration) *popCall {
 	start := time.Now()
 	pc := &popCall{ctx: ctx, req: req, gt: s.groupTopic(req.Group, req.Topic), pollEnd: start.Add(req.Poll),
 		pr:        popReq{fifo: req.FIFO, attempt: req.AttemptID, client: req.ClientID, max: req.Max, inv: inv, filter: filter},

@@ -394,7 +394,7 @@ func (q *queueState) revivable(max int, buf []int64) []int64 {
 // delivery of each), tagging them with batch (0 for non-FIFO). A message
 // the filter rejects is settled at once (never delivered); skipped counts
 // them. Offsets the log skipped (retention) are settled too.
-func (q *queueState) popFresh(msgs []*store.Message, f tagFilter, now int64, inv time.Duration, max int, batch uint64, out []pick) (_ []pick, skipped int) {
+func (q *queueState) popFresh(msgs []*store.Message, f Filter, now int64, inv time.Duration, max int, batch uint64, out []pick) (_ []pick, skipped int) {
 	start := len(out)
 	for _, m := range msgs {
 		if len(out)-start >= max {
@@ -403,7 +403,7 @@ func (q *queueState) popFresh(msgs []*store.Message, f tagFilter, now int64, inv
 		if m == nil || m.QueueOffset < q.next {
 			continue
 		}
-		if !f.match(m.Tags) {
+		if !f.Match(m.Tags) {
 			q.next = m.QueueOffset + 1
 			skipped++
 			continue

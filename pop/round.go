@@ -1,6 +1,7 @@
 package pop
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -160,27 +161,36 @@ func (s *Service) readRun(topic string, qp *queuePlan, j, k int) (missing bool) 
 // offerDeadLetters calls DeadLetter for every parked message of a
 // dead-letter round, outside gt.mu; ok[i][j] reports success for
 // p.queues[i].again[j] (a message gone from the log counts as settled).
-func (s *Service) offerDeadLetters(gt *groupTopic, p *popPlan) [][]bool {
-	ok := make([][]bool, len(p.queues))
+func (s *Service) offerDeadLetters(gt *groupTopic, p *popPlan) [][]dlOutcome {
+	ok := make([][]dlOutcome, len(p.queues))
 	for i := range p.queues {
 		qp := &p.queues[i]
-		ok[i] = make([]bool, len(qp.again))
+		ok[i] = make([]dlOutcome, len(qp.again))
 		for j, off := range qp.again {
 			m, read := qp.lookup(off)
 			switch {
 			case !read:
 				continue // read failed: retried after DeadLetterRetry
 			case m == nil:
-				ok[i][j] = true
+				ok[i][j] = dlGone
 				continue
 			}
-			if err := s.opts.DeadLetter(gt.key.group, m); err != nil {
+			err := s.opts.DeadLetter(gt.key.group, m)
+			switch {
+			case err == nil:
+				ok[i][j] = dlDone
+			case errors.Is(err, ErrDeadLetterRefused) || errors.Is(err, store.ErrInvalid):
+				// Retrying can never work: settle it, loudly. It is
+				// still in its topic's log at this offset.
+				s.st.deadLetterDropped.Add(1)
+				s.log.Error("pop: dead letter refused for good, message settled without one", "group", gt.key.group,
+					"topic", gt.key.topic, "queue", qp.qs.queue, "offset", off, "uniq_key", m.Properties["UNIQ_KEY"], "err", err)
+				ok[i][j] = dlDropped
+			default:
 				s.st.deadLetterFailures.Add(1)
 				s.log.Warn("pop: dead letter failed, will retry", "group", gt.key.group, "topic", gt.key.topic,
 					"queue", qp.qs.queue, "offset", off, "err", err)
-				continue
 			}
-			ok[i][j] = true
 		}
 	}
 	return ok

@@ -43,12 +43,19 @@ type Request struct {
 	Poll                   time.Duration // long-polling wait when nothing is ready; 0 = answer at once
 	FIFO                   bool
 	AttemptID              string // FIFO only: the same id re-pops the same in-flight batch
-	// Filter is a tag expression: "" or "*" = every message; "A || B" =
-	// messages whose Tags is A or B. A message it rejects is settled for
+	// Filter is a tag expression (ParseFilter): "" or "*" = every message;
+	// "A || B" = messages whose Tags is A or B. A message it rejects is settled for
 	// the group without being delivered (Stats.Filtered). It is the
 	// group's subscription on the topic: a pop with a different filter
 	// replaces it, and what the old one skipped is never delivered.
+	// Request.Filter takes the plain spelling only (see PlainFilter); a
+	// front-end that must take every spelling Apache RocketMQ accepts
+	// parses it with ParseFilter and sets TagFilter instead.
 	Filter string
+	// TagFilter, when not nil, is the group's filter, parsed by the caller
+	// (ParseFilter), and Filter must be "". It is how a protocol server
+	// hands pop an expression in any spelling its clients may send.
+	TagFilter *Filter
 }
 
 // Delivery is one popped message.
@@ -271,9 +278,9 @@ func (s *Service) groupTopic(group, topic string) *groupTopic {
 
 // validate checks req, applies the zero-value defaults (Max 0 → 1) and
 // parses its filter.
-func (s *Service) validate(req *Request) (tagFilter, error) {
-	bad := func(why string) (tagFilter, error) {
-		return tagFilter{}, fmt.Errorf("pop group %q topic %q client %q queue %d: %s: %w",
+func (s *Service) validate(req *Request) (Filter, error) {
+	bad := func(why string) (Filter, error) {
+		return Filter{}, fmt.Errorf("pop group %q topic %q client %q queue %d: %s: %w",
 			req.Group, req.Topic, req.ClientID, req.QueueID, why, ErrInvalid)
 	}
 	switch {
@@ -294,9 +301,10 @@ func (s *Service) validate(req *Request) (tagFilter, error) {
 	case req.QueueID < AllQueues:
 		return bad("queue id below AllQueues")
 	}
-	f, err := parseFilter(req.Filter)
+	f, err := requestFilter(req)
 	if err != nil {
-		return bad(err.Error())
+		return Filter{}, fmt.Errorf("pop group %q topic %q client %q queue %d: %w",
+			req.Group, req.Topic, req.ClientID, req.QueueID, err)
 	}
 	if req.Max == 0 {
 		req.Max = 1

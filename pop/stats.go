@@ -25,16 +25,21 @@ type Stats struct {
 	LockEvictions      uint64 `json:"lock_evictions"` // abandoned holds taken away by the backstop
 	DeadLettered       uint64 `json:"dead_lettered"`
 	DeadLetterFailures uint64 `json:"dead_letter_failures"`
-	Resets             uint64 `json:"resets"`           // queue states dropped for an offset reset
-	TooManyWaiters     uint64 `json:"too_many_waiters"` // pops rejected with ErrTooManyWaiters
-	Waiters            uint64 `json:"waiters"`          // long-polling pops and lock waiters right now
+	// DeadLetterDropped counts messages whose DeadLetter call was refused
+	// for good (ErrDeadLetterRefused or store.ErrInvalid): settled without a
+	// dead letter, each logged at ERROR with its keys. The message itself
+	// stays in its topic's log at its offset.
+	DeadLetterDropped uint64 `json:"dead_letter_dropped"`
+	Resets            uint64 `json:"resets"`           // queue states dropped for an offset reset
+	TooManyWaiters    uint64 `json:"too_many_waiters"` // pops rejected with ErrTooManyWaiters
+	Waiters           uint64 `json:"waiters"`          // long-polling pops and lock waiters right now
 }
 
 type counters struct {
 	pops, empty, delivered, redelivered, filtered, filterChanges, acks, changes,
 	commits, commitErrors, staleHandles, badHandles, invalid, clamped,
 	lockContended, lockWaits, lockTimeouts, lockEvictions, deadLettered,
-	deadLetterFailures, resets, tooManyWaiters atomic.Uint64
+	deadLetterFailures, deadLetterDropped, resets, tooManyWaiters atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters.
@@ -49,7 +54,7 @@ func (s *Service) Stats() Stats {
 		Invalid: c.invalid.Load(), Clamped: c.clamped.Load(),
 		LockContended: c.lockContended.Load(), LockWaits: c.lockWaits.Load(),
 		LockTimeouts: c.lockTimeouts.Load(), LockEvictions: c.lockEvictions.Load(),
-		DeadLettered: c.deadLettered.Load(), DeadLetterFailures: c.deadLetterFailures.Load(),
+		DeadLettered: c.deadLettered.Load(), DeadLetterFailures: c.deadLetterFailures.Load(), DeadLetterDropped: c.deadLetterDropped.Load(),
 		Resets: c.resets.Load(), TooManyWaiters: c.tooManyWaiters.Load(),
 		Waiters: uint64(max(s.waiters.Load(), 0)),
 	}

@@ -1,6 +1,8 @@
 package schedule
 
 import (
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/brokercore/brokercore/store"
@@ -54,7 +56,11 @@ func (s *Scheduler) deliverDue(g *generation, lv *level, c *cursor, now time.Tim
 			return stepResult{failed: true}
 		}
 	}
-	msgs, err := s.src.Read(Topic, lv.queue, c.next, s.opts.MaxBatch)
+	batch := s.opts.MaxBatch
+	if lv.single > 0 {
+		batch = 1
+	}
+	msgs, err := s.src.Read(Topic, lv.queue, c.next, batch)
 	if err != nil {
 		s.log.Warn("schedule: read failed, will retry", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", c.next, "err", err)
 		return stepResult{failed: true}
@@ -64,6 +70,7 @@ func (s *Scheduler) deliverDue(g *generation, lv *level, c *cursor, now time.Tim
 		return stepResult{}
 	}
 	out := make([]*store.Message, 0, len(msgs))
+	var origins []origin // of out; kept for a dead letter
 	next := c.next
 	var pending time.Time // due time of the first message not due yet
 	firstDue := msgs[0].StoredAt.Add(lv.delay)
@@ -78,6 +85,8 @@ func (s *Scheduler) deliverDue(g *generation, lv *level, c *cursor, now time.Tim
 		offset := m.QueueOffset
 		if restore(m) {
 			out = append(out, m)
+			origins = append(origins, origin{topic: Topic, queue: lv.queue, offset: offset,
+				props: map[string]string{PropDelayLevel: strconv.Itoa(lv.n)}})
 		} else {
 			lv.malformed.Add(1)
 			s.log.Warn("schedule: record without scheduling properties skipped", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", offset)
@@ -93,6 +102,12 @@ func (s *Scheduler) deliverDue(g *generation, lv *level, c *cursor, now time.Tim
 		lv.next.Store(next)
 		lv.delivered.Add(uint64(len(out)))
 	})
+	if !appended && permanent(err) && len(out) > 0 {
+		return s.refused(g, lv, c, out, origins, next, err)
+	}
+	if appended && lv.single > 0 {
+		lv.single--
+	}
 	if !appended {
 		lv.retried.Add(1)
 		lv.oldestDue.Store(firstDue.UnixNano())
@@ -108,6 +123,50 @@ func (s *Scheduler) deliverDue(g *generation, lv *level, c *cursor, now time.Tim
 		s.saveFailed(lv, err)
 	}
 	return stepResult{more: pending.IsZero() && !lv.unsaved}
+}
+
+// refused handles a batch the log refused for good (store.ErrInvalid):
+// retrying it can never succeed. A batch of several messages is delivered
+// again one message at a time, at once, so only the refused ones are set
+// aside; a single refused message goes to DeadLetterTopic with the reason,
+// with the progress past it in the same commit; if the log refuses even
+// its dead letter, the progress moves past it anyway (counted as dropped,
+// logged at ERROR with its keys): nothing a log refuses for good may stop
+// a level. A transient failure on the way is retried with the backoff.
+func (s *Scheduler) refused(g *generation, lv *level, c *cursor, out []*store.Message, origins []origin, next int64, err error) stepResult {
+	if len(out) > 1 {
+		lv.single = int(next - c.next)
+		s.log.Warn("schedule: batch refused for good, delivering it one message at a time", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", c.next, "messages", len(out), "err", err)
+		return stepResult{more: true}
+	}
+	m, o := out[0], origins[0]
+	advance := func(counter *atomic.Uint64) func() {
+		return func() {
+			c.next = next
+			lv.next.Store(next)
+			counter.Add(1)
+			lv.single = max(lv.single-1, 0)
+		}
+	}
+	dl := deadLetter(m, o, err)
+	appended, serr := s.commit([]*store.Message{dl}, lv, next, nil, advance(&lv.deadLettered))
+	if appended {
+		s.log.Error("schedule: message refused by the log for good, moved to the dead-letter topic", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", o.offset, "real_topic", m.Topic, "real_queue", m.QueueID, "uniq_key", m.Properties[PropUniqKey], "dlq_topic", DeadLetterTopic, "dlq_offset", dl.QueueOffset, "err", err)
+	} else if permanent(serr) {
+		appended, serr = s.commit(nil, lv, next, nil, advance(&lv.dropped))
+		if appended {
+			s.log.Error("schedule: message and its dead letter refused by the log for good, dropped", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", o.offset, "real_topic", m.Topic, "real_queue", m.QueueID, "uniq_key", m.Properties[PropUniqKey], "err", err, "dlq_err", serr)
+		}
+	}
+	if !appended {
+		lv.retried.Add(1)
+		s.log.Warn("schedule: dead letter append failed, will retry the same offset", "topic", Topic, "queue", lv.queue, "level", lv.n, "offset", c.next, "generation", g.n, "err", serr)
+		return stepResult{failed: true}
+	}
+	if serr != nil {
+		s.saveFailed(lv, serr)
+	}
+	return stepResult{more: !lv.unsaved}
 }
 
 // saveFailed marks a level whose progress write failed after its append: it

@@ -89,6 +89,15 @@
 //     undelivered message. A failed progress write is retried the same way,
 //     and until it succeeds the level delivers nothing more (so a crash still
 //     repeats at most one batch).
+//   - No record stops its level or the timers: an append the log refuses for
+//     good (store.ErrInvalid — a real topic over the store's limit in a
+//     record someone wrote to Topic by hand, metadata over the limits) is
+//     retried one message at a time, and the refused message goes to
+//     DeadLetterTopic ("%DLQ%SCHEDULE_CONSUMER") with PropDLQReason and its
+//     origin, in the same commit as the progress past it (logged at ERROR,
+//     Stats.DeadLettered). Should the log refuse even the dead letter, the
+//     progress moves past it all the same (ERROR with its keys,
+//     Stats.Dropped). Every other error is transient: retried as above.
 //
 // # Defaults
 //

@@ -84,14 +84,19 @@ type level struct {
 	// either completes before Stop proceeds or never starts.
 	mu sync.Mutex
 
-	next      atomic.Int64 // next offset to deliver; written under mu (and saveMu with a ProgressLog)
-	unsaved   bool         // the progress file lacks next (a write failed); under mu
-	placed    bool         // next was set by a reload (so 0 is a real position); under mu
-	oldestDue atomic.Int64 // unix nanos: due time of the oldest undelivered message; 0 none seen
-	delivered atomic.Uint64
-	retried   atomic.Uint64
-	skipped   atomic.Uint64 // lost to retention before delivery
-	malformed atomic.Uint64 // records in Topic without scheduling properties
+	next                  atomic.Int64 // next offset to deliver; written under mu (and saveMu with a ProgressLog)
+	unsaved               bool         // the progress file lacks next (a write failed); under mu
+	placed                bool         // next was set by a reload (so 0 is a real position); under mu
+	oldestDue             atomic.Int64 // unix nanos: due time of the oldest undelivered message; 0 none seen
+	delivered             atomic.Uint64
+	retried               atomic.Uint64
+	skipped               atomic.Uint64 // lost to retention before delivery
+	malformed             atomic.Uint64 // records in Topic without scheduling properties
+	deadLettered, dropped atomic.Uint64 // refused for good: moved to DeadLetterTopic, or not even that
+	// single is how many more steps deliver one record at a time: a batch
+	// the log refused for good is retried message by message, so only the
+	// refused one is dead-lettered. Under mu.
+	single int
 }
 
 // New returns a stopped Scheduler over log. It loads the progress (and

@@ -38,6 +38,8 @@ type timerLane struct {
 	saved atomic.Pointer[timerState] // what a progress record holds for the timers now
 
 	delivered, retried, skipped, malformed, cancels, rebuilds atomic.Uint64
+	deadLettered, dropped                                     atomic.Uint64
+	single                                                    int // as level.single; under mu
 	oldestDue, inWindow, slots                                atomic.Int64
 }
 
@@ -315,11 +317,12 @@ func compareEntries(a, b entry) int {
 // order, with the progress that moves the cursor past them.
 func (t *timerLane) deliverLate(g *generation) stepResult {
 	s := t.s
-	msgs, err := s.src.Read(TimerTopic, 0, t.st.ingested, s.opts.MaxBatch)
+	msgs, err := s.src.Read(TimerTopic, 0, t.st.ingested, t.batchMax())
 	if err != nil {
 		return t.fail(err, "read")
 	}
 	var out []*store.Message
+	var origins []origin
 	next := t.st.ingested
 	for _, m := range msgs {
 		k, ok := timerOf(m, s.opts.MaxTimerDelay)
@@ -333,6 +336,7 @@ func (t *timerLane) deliverLate(g *generation) stepResult {
 		}
 		t.idx.add(entry{key: k, hash: keyHash(m.Properties[PropUniqKey])}) // so Cancel can answer ErrDelivered
 		if _, gone := t.cancelled[k.off]; !gone {
+			origins = append(origins, timerOrigin(m))
 			restoreTimer(m)
 			out = append(out, m)
 		}
@@ -344,14 +348,12 @@ func (t *timerLane) deliverLate(g *generation) stepResult {
 	ts := t.persisted()
 	ts.ingested = next
 	ts.cancels = pruneCancels(ts.cancels, ts.done, next)
-	appended, err := s.commit(out, nil, 0, &ts, func() {
+	return t.commit(g, out, origins, &ts, func() {
 		t.st.ingested, t.durable = next, next
 		t.st.cancels = ts.cancels
 		t.syncCancelled()
-		t.delivered.Add(uint64(len(out)))
 		t.publish()
 	})
-	return t.afterCommit(g, appended, err, len(out))
 }
 
 // pruneCancels drops the cancels that can no longer matter: indexed, passed
@@ -382,7 +384,7 @@ func (t *timerLane) afterCommit(g *generation, appended bool, err error, n int) 
 		t.s.log.Error("schedule: timer progress not saved", "topic", TimerTopic, "queue", 0, "err", err)
 		return stepResult{failed: true}
 	}
-	return stepResult{more: n >= t.s.opts.MaxBatch}
+	return stepResult{more: n >= t.s.opts.MaxBatch || t.single > 0}
 }
 
 // ensureWindow loads the next slot with pending timers once the window is
@@ -427,7 +429,7 @@ func (t *timerLane) deliverDue(g *generation, now time.Time) stepResult {
 	nowMs := now.UnixMilli()
 	var batch []entry
 	i := 0
-	for ; i < len(t.win) && len(batch) < s.opts.MaxBatch && t.win[i].key.due <= nowMs; i++ {
+	for ; i < len(t.win) && len(batch) < t.batchMax() && t.win[i].key.due <= nowMs; i++ {
 		if _, gone := t.cancelled[t.win[i].key.off]; !gone {
 			batch = append(batch, t.win[i])
 		}
@@ -446,14 +448,14 @@ func (t *timerLane) deliverDue(g *generation, now time.Time) stepResult {
 			return t.fail(err, "index write")
 		}
 	}
-	out, lost, err := t.read(batch)
+	out, origins, lost, err := t.read(batch)
 	if err != nil {
 		return t.fail(err, "read")
 	}
 	ts := t.persisted()
 	ts.done = t.win[i-1].key
 	ts.cancels = pruneCancels(ts.cancels, ts.done, ts.ingested)
-	appended, err := s.commit(out, nil, 0, &ts, func() {
+	r := t.commit(g, out, origins, &ts, func() {
 		t.st.done = ts.done
 		t.st.cancels = ts.cancels
 		t.syncCancelled()
@@ -461,15 +463,13 @@ func (t *timerLane) deliverDue(g *generation, now time.Time) stepResult {
 		if len(t.win) == 0 {
 			t.win = nil
 		}
-		t.delivered.Add(uint64(len(out)))
 		if lost > 0 {
 			t.skipped.Add(uint64(lost))
 			s.log.Warn("schedule: retention removed timers before they were due", "topic", TimerTopic, "queue", 0, "lost", lost)
 		}
 		t.publish()
 	})
-	r := t.afterCommit(g, appended, err, len(out))
-	if appended && err == nil {
+	if !r.failed && !r.more {
 		r.more = len(t.win) == 0 || t.win[0].key.due <= nowMs // an emptied window loads the next slot
 	}
 	return r
@@ -478,9 +478,9 @@ func (t *timerLane) deliverDue(g *generation, now time.Time) stepResult {
 // read fetches the records of batch from TimerTopic, reading runs of
 // consecutive offsets together, and returns them restored, in batch order.
 // lost counts records retention already removed.
-func (t *timerLane) read(batch []entry) (out []*store.Message, lost int, err error) {
+func (t *timerLane) read(batch []entry) (out []*store.Message, origins []origin, lost int, err error) {
 	if len(batch) == 0 {
-		return nil, 0, nil
+		return nil, nil, 0, nil
 	}
 	offs := make([]int64, len(batch))
 	for i, e := range batch {
@@ -503,7 +503,7 @@ func (t *timerLane) read(batch []entry) (out []*store.Message, lost int, err err
 				}
 			}
 			if err != nil {
-				return nil, 0, err
+				return nil, nil, 0, err
 			}
 			if len(msgs) == 0 {
 				break
@@ -522,8 +522,71 @@ func (t *timerLane) read(batch []entry) (out []*store.Message, lost int, err err
 			lost++
 			continue
 		}
+		origins = append(origins, timerOrigin(m))
 		restoreTimer(m)
 		out = append(out, m)
 	}
-	return out, lost, nil
+	return out, origins, lost, nil
+}
+
+// timerOrigin is where a timer record waits, before restoreTimer.
+func timerOrigin(m *store.Message) origin {
+	props := map[string]string{}
+	for _, p := range []string{PropTimerDeliverMS, PropStartDeliverTime} {
+		if v, ok := m.Properties[p]; ok {
+			props[p] = v
+		}
+	}
+	return origin{topic: TimerTopic, queue: 0, offset: m.QueueOffset, props: props}
+}
+
+// batchMax is how many timers a step delivers at most: one at a time
+// while single says so (after a batch the log refused for good).
+func (t *timerLane) batchMax() int {
+	if t.single > 0 {
+		return 1
+	}
+	return t.s.opts.MaxBatch
+}
+
+// commit appends out with the timers' state ts (apply makes it true in
+// memory), and handles a refusal for good as the levels do (see
+// Scheduler.refused): a batch of several goes again one at a time; a
+// single refused timer goes to DeadLetterTopic with the state past it, or,
+// its dead letter refused too, is dropped (logged at ERROR).
+func (t *timerLane) commit(g *generation, out []*store.Message, origins []origin, ts *timerState, apply func()) stepResult {
+	s := t.s
+	appended, err := s.commit(out, nil, 0, ts, apply)
+	if appended {
+		t.delivered.Add(uint64(len(out)))
+		t.single = max(t.single-1, 0)
+		return t.afterCommit(g, true, err, len(out))
+	}
+	if !permanent(err) || len(out) == 0 {
+		return t.afterCommit(g, false, err, len(out))
+	}
+	if len(out) > 1 {
+		t.single = len(out)
+		s.log.Warn("schedule: timer batch refused for good, delivering it one timer at a time", "topic", TimerTopic, "queue", 0, "messages", len(out), "err", err)
+		return stepResult{more: true}
+	}
+	m, o := out[0], origins[0]
+	dl := deadLetter(m, o, err)
+	appended, serr := s.commit([]*store.Message{dl}, nil, 0, ts, apply)
+	counter := &t.deadLettered
+	if !appended && permanent(serr) {
+		counter = &t.dropped
+		appended, serr = s.commit(nil, nil, 0, ts, apply)
+	}
+	if !appended {
+		return t.afterCommit(g, false, serr, 1)
+	}
+	counter.Add(1)
+	t.single = max(t.single-1, 0)
+	if counter == &t.deadLettered {
+		s.log.Error("schedule: timer refused by the log for good, moved to the dead-letter topic", "topic", TimerTopic, "queue", 0, "offset", o.offset, "real_topic", m.Topic, "real_queue", m.QueueID, "uniq_key", m.Properties[PropUniqKey], "dlq_topic", DeadLetterTopic, "dlq_offset", dl.QueueOffset, "err", err)
+	} else {
+		s.log.Error("schedule: timer and its dead letter refused by the log for good, dropped", "topic", TimerTopic, "queue", 0, "offset", o.offset, "real_topic", m.Topic, "real_queue", m.QueueID, "uniq_key", m.Properties[PropUniqKey], "err", err)
+	}
+	return t.afterCommit(g, true, serr, 1)
 }

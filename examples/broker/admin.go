@@ -46,7 +46,7 @@ type lockBatchOut struct {
 }
 
 func (b *Broker) toQueue(field string, q queueJSON) (lock.Queue, error) {
-	if err := validName(field+".topic", q.Topic); err != nil {
+	if err := validTopic(field+".topic", q.Topic); err != nil {
 		return lock.Queue{}, err
 	}
 	if q.Broker == "" {
@@ -75,7 +75,7 @@ func (b *Broker) lockRequest(r *http.Request, needGroup bool) (lockIn, error) {
 		return in, err
 	}
 	if needGroup || in.Group != "" {
-		if err := validName("group", in.Group); err != nil {
+		if err := validGroup("group", in.Group); err != nil {
 			return in, err
 		}
 	}
@@ -190,7 +190,7 @@ func (b *Broker) handleUnlock(_ http.ResponseWriter, r *http.Request) (any, erro
 func (b *Broker) handleHolder(_ http.ResponseWriter, r *http.Request) (any, error) {
 	qv := r.URL.Query()
 	group := qv.Get("group")
-	if err := validName("group", group); err != nil {
+	if err := validGroup("group", group); err != nil {
 		return nil, err
 	}
 	qid, err := queryInt("queueId", qv.Get("queueId"))
@@ -242,7 +242,7 @@ type clientsOut struct {
 }
 
 func (b *Broker) client(r *http.Request, group, clientID, language string, version int) (consumer.Client, error) {
-	if err := validName("group", group); err != nil {
+	if err := validGroup("group", group); err != nil {
 		return consumer.Client{}, err
 	}
 	if clientID == "" {
@@ -284,7 +284,7 @@ func (b *Broker) handleHeartbeat(_ http.ResponseWriter, r *http.Request) (any, e
 		subs := make([]consumer.Subscription, len(*in.Subscriptions))
 		for i, s := range *in.Subscriptions {
 			f := "subscriptions[" + strconv.Itoa(i) + "]"
-			if err := validName(f+".topic", s.Topic); err != nil {
+			if err := validTopic(f+".topic", s.Topic); err != nil {
 				return nil, err
 			}
 			if s.Expression == "" {
@@ -334,7 +334,7 @@ func (b *Broker) handleUnregister(_ http.ResponseWriter, r *http.Request) (any, 
 // handleClients: GET /v1/groups/{group}/clients.
 func (b *Broker) handleClients(_ http.ResponseWriter, r *http.Request) (any, error) {
 	group := r.PathValue("group")
-	if err := validName("group", group); err != nil {
+	if err := validGroup("group", group); err != nil {
 		return nil, err
 	}
 	clients := b.consumers.Clients(group)

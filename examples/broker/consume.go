@@ -162,10 +162,10 @@ func clampInvisible(d time.Duration) (time.Duration, bool) {
 
 func (b *Broker) popRequest(in popIn) (pop.Request, error) {
 	req := pop.Request{Group: in.Group, Topic: in.Topic, ClientID: in.ClientID, FIFO: in.FIFO, AttemptID: in.AttemptID, Filter: in.Filter}
-	if err := validName("group", in.Group); err != nil {
+	if err := validGroup("group", in.Group); err != nil {
 		return req, err
 	}
-	if err := validName("topic", in.Topic); err != nil {
+	if err := validTopic("topic", in.Topic); err != nil {
 		return req, err
 	}
 	if in.ClientID == "" {

@@ -57,10 +57,10 @@ func (b *Broker) offsetOf(group, topic string, q int) offsetOut {
 }
 
 func validGroupTopic(group, topic string) error {
-	if err := validName("group", group); err != nil {
+	if err := validGroup("group", group); err != nil {
 		return err
 	}
-	return validName("topic", topic)
+	return validTopic("topic", topic)
 }
 
 // notFound is the 404 answer for a name the broker does not know.
@@ -122,7 +122,7 @@ type offsetsOut struct {
 func (b *Broker) handleQueryOffset(_ http.ResponseWriter, r *http.Request) (any, error) {
 	qv := r.URL.Query()
 	group, topic := qv.Get("group"), qv.Get("topic")
-	if err := validName("group", group); err != nil {
+	if err := validGroup("group", group); err != nil {
 		return nil, err
 	}
 	if topic == "" {
@@ -131,7 +131,7 @@ func (b *Broker) handleQueryOffset(_ http.ResponseWriter, r *http.Request) (any,
 		}
 		return b.groupOffsets(group)
 	}
-	if err := validName("topic", topic); err != nil {
+	if err := validTopic("topic", topic); err != nil {
 		return nil, err
 	}
 	if !qv.Has("queueId") {

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
 )
@@ -71,6 +72,8 @@ type batchOut struct {
 	Messages []produced `json:"messages"`
 }
 
+// validName checks a name that is neither a topic nor a group (a broker
+// name): letters, digits and -_.%|, at most maxNameLen bytes.
 func validName(field, v string) error {
 	if v == "" {
 		return badField(field, "must not be empty")
@@ -84,6 +87,23 @@ func validName(field, v string) error {
 		}
 	}
 	return nil
+}
+
+// validTopic, validSendTopic and validGroup check names with the library's
+// rules, so this front-end refuses what every other refuses: any topic
+// name (brokercore.CheckTopicName: [%|a-zA-Z0-9_-]{1,127}), a topic a
+// client may produce to — none the core reserves for the scheduler,
+// transactions, retries or dead letters (brokercore.CheckClientTopic) —
+// and a group name (brokercore.CheckGroupName).
+func validTopic(field, v string) error     { return nameError(field, brokercore.CheckTopicName(v)) }
+func validSendTopic(field, v string) error { return nameError(field, brokercore.CheckClientTopic(v)) }
+func validGroup(field, v string) error     { return nameError(field, brokercore.CheckGroupName(v)) }
+
+func nameError(field string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return badField(field, "%v", err)
 }
 
 func validText(field, v string, max int) error {
@@ -106,12 +126,8 @@ func validQueue(field string, q int) error {
 // toMessage validates one incoming message; prefix names its place in a
 // batch ("messages[3].").
 func (b *Broker) toMessage(prefix string, in messageIn) (*store.Message, error) {
-	if err := validName(prefix+"topic", in.Topic); err != nil {
+	if err := validSendTopic(prefix+"topic", in.Topic); err != nil {
 		return nil, err
-	}
-	switch in.Topic {
-	case schedule.Topic, schedule.TimerTopic, schedule.ProgressTopic:
-		return nil, badField(prefix+"topic", "%s is reserved for the scheduler; use delayLevel, deliverAt or delay", in.Topic)
 	}
 	if err := validQueue(prefix+"queueId", in.QueueID); err != nil {
 		return nil, err

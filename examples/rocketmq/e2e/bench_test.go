@@ -16,9 +16,9 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/cpuclock"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
-	"github.com/brokercore/brokercore/internal/cpuclock"
 	"github.com/brokercore/brokercore/store"
 )
 

@@ -11,7 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/store"
 	"github.com/tidwall/wal"
 )
@@ -69,38 +72,38 @@ func (l *nullLog) write(body []byte) error {
 // hex digits: store host and log offset).
 const nullMsgID = "7F00000100002A9F0000000000000000"
 
-func (h *nullBroker) Serve(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+func (h *nullBroker) Serve(_ context.Context, _ *transport.Conn, req *wire.Command) *wire.Command {
 	switch req.Code {
-	case remoting.CodeSendMessage, remoting.CodeSendMessageV2, remoting.CodeSendBatchMessage:
+	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
 		if h.log != nil {
 			if err := h.log.write(req.Body); err != nil {
-				return remoting.NewResponse(req, remoting.SystemError, "null broker: "+err.Error())
+				return wire.NewResponse(req, wire.SystemError, "null broker: "+err.Error())
 			}
 		}
 		q := req.ExtFields["queueId"]
 		if q == "" {
 			q = req.ExtFields["e"] // SEND_MESSAGE_V2's one-letter name
 		}
-		resp := remoting.NewResponse(req, remoting.Success, "")
+		resp := wire.NewResponse(req, wire.Success, "")
 		resp.ExtFields["msgId"] = nullMsgID
 		resp.ExtFields["queueId"] = q
 		resp.ExtFields["queueOffset"] = strconv.FormatInt(h.sent.Add(1), 10)
 		return resp
-	case remoting.CodeHeartbeat, remoting.CodeUnregisterClient:
-		return remoting.NewResponse(req, remoting.Success, "")
+	case wire.CodeHeartbeat, wire.CodeUnregisterClient:
+		return wire.NewResponse(req, wire.Success, "")
 	}
-	return remoting.NewResponse(req, remoting.RequestCodeNotSupported, "null broker: request code not supported")
+	return wire.NewResponse(req, wire.RequestCodeNotSupported, "null broker: request code not supported")
 }
 
-// Inline implements remoting.InlineHandler: everything answers at once.
-func (h *nullBroker) Inline(*remoting.Command) bool { return true }
+// Inline implements transport.InlineHandler: everything answers at once.
+func (h *nullBroker) Inline(*wire.Command) bool { return true }
 
 // nullServer is the real name server (a memory-only topic table with the
 // default 4 queues, auto-create on) and the null broker on loopback.
 type nullServer struct {
 	NameSrv, Broker string
 	h               *nullBroker
-	ns, br          *remoting.Server
+	ns, br          *transport.Server
 	wg              sync.WaitGroup
 }
 
@@ -132,24 +135,24 @@ func listenNull(nsAddr, brAddr string, h *nullBroker) (*nullServer, error) {
 		bl.Close()
 		return nil, err
 	}
-	topics, err := remoting.OpenTopics("", 4)
+	topics, err := broker.OpenTopics("", 4)
 	if err != nil {
 		bl.Close()
 		nl.Close()
 		return nil, err
 	}
 	s := &nullServer{NameSrv: nl.Addr().String(), Broker: bl.Addr().String(), h: h}
-	s.ns = remoting.NewServer(remoting.NewNameServer(topics, remoting.NameServerOptions{BrokerAddr: s.Broker}),
-		remoting.ServerOptions{Name: "namesrv"})
-	s.br = remoting.NewServer(s.h, remoting.ServerOptions{Name: "broker"})
+	s.ns = transport.NewServer(namesrv.NewNameServer(topics, namesrv.NameServerOptions{BrokerAddr: s.Broker}),
+		transport.ServerOptions{Name: "namesrv"})
+	s.br = transport.NewServer(s.h, transport.ServerOptions{Name: "broker"})
 	for _, p := range []struct {
-		rs *remoting.Server
+		rs *transport.Server
 		l  net.Listener
 	}{{s.ns, nl}, {s.br, bl}} {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			if err := p.rs.Serve(p.l); err != nil && !errors.Is(err, remoting.ErrServerClosed) {
+			if err := p.rs.Serve(p.l); err != nil && !errors.Is(err, transport.ErrServerClosed) {
 				fmt.Fprintln(os.Stderr, "null broker: serve:", err)
 			}
 		}()

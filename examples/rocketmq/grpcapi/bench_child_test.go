@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/cpuclock"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
-	"github.com/brokercore/brokercore/internal/cpuclock"
 )
 
 // The benchmarks' broker=child rows run the program in a child process (the

@@ -11,9 +11,9 @@ import (
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/cpuclock"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
-	"github.com/brokercore/brokercore/internal/cpuclock"
 	"github.com/brokercore/brokercore/store"
 )
 

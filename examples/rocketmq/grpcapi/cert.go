@@ -17,7 +17,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/atomicfile"
 )
 
 // Certificate file names under Options.CertDir.
@@ -63,10 +63,10 @@ func loadOrCreateCert(dir string) (tls.Certificate, error) {
 		}
 		// The key first: a crash between the two leaves no certificate,
 		// so the next start generates a fresh pair instead of failing.
-		if err := fsx.WriteFile(fsx.OS, filepath.Join(dir, KeyFile), keyPEM, 0o600); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, KeyFile), keyPEM, 0o600); err != nil {
 			return tls.Certificate{}, fmt.Errorf("grpcapi: %w", err)
 		}
-		if err := fsx.WriteFile(fsx.OS, filepath.Join(dir, CertFile), certPEM, 0o644); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, CertFile), certPEM, 0o644); err != nil {
 			return tls.Certificate{}, fmt.Errorf("grpcapi: %w", err)
 		}
 	}

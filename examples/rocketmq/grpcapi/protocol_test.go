@@ -2,6 +2,7 @@ package grpcapi_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,11 @@ func TestBadSendsAreRefusedWithTheirCodeAndNothingStored(t *testing.T) {
 		"empty topic":     {msg(func(m *v2.Message) { m.Topic.Name = "" }), v2.Code_ILLEGAL_TOPIC},
 		"topic with /":    {msg(func(m *v2.Message) { m.Topic.Name = "a/b" }), v2.Code_ILLEGAL_TOPIC},
 		"timer topic":     {msg(func(m *v2.Message) { m.Topic.Name = schedule.TimerTopic }), v2.Code_ILLEGAL_TOPIC},
+		"dlq topic":       {msg(func(m *v2.Message) { m.Topic.Name = "%DLQ%g" }), v2.Code_ILLEGAL_TOPIC},
+		"retry topic":     {msg(func(m *v2.Message) { m.Topic.Name = "%RETRY%g" }), v2.Code_ILLEGAL_TOPIC},
+		"template topic":  {msg(func(m *v2.Message) { m.Topic.Name = "TBW102" }), v2.Code_ILLEGAL_TOPIC},
+		"half topic":      {msg(func(m *v2.Message) { m.Topic.Name = "RMQ_SYS_TRANS_HALF_TOPIC" }), v2.Code_ILLEGAL_TOPIC},
+		"long topic":      {msg(func(m *v2.Message) { m.Topic.Name = strings.Repeat("t", 128) }), v2.Code_ILLEGAL_TOPIC},
 		"no message id":   {msg(func(m *v2.Message) { m.SystemProperties.MessageId = "" }), v2.Code_ILLEGAL_MESSAGE_ID},
 		"empty body":      {msg(func(m *v2.Message) { m.Body = nil }), v2.Code_MESSAGE_BODY_EMPTY},
 		"body too large":  {msg(func(m *v2.Message) { m.Body = make([]byte, 1025) }), v2.Code_MESSAGE_BODY_TOO_LARGE},

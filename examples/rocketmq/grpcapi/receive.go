@@ -68,10 +68,10 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.Serve
 // popRequest turns a receive into a pop, or says why it cannot.
 func (s *Server) popRequest(ctx context.Context, id string, req *v2.ReceiveMessageRequest) (pop.Request, *v2.Status) {
 	group, topic := req.GetGroup().GetName(), req.GetMessageQueue().GetTopic().GetName()
-	if !validName(group) {
+	if !validGroup(group) {
 		return pop.Request{}, status(v2.Code_ILLEGAL_CONSUMER_GROUP, "illegal consumer group %q", group)
 	}
-	if !validTopic(topic) {
+	if !validReadTopic(topic) {
 		return pop.Request{}, status(v2.Code_ILLEGAL_TOPIC, "illegal topic name %q", topic)
 	}
 	preq := pop.Request{Group: group, Topic: topic, ClientID: id, QueueID: pop.AllQueues}

@@ -4,45 +4,37 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/consumer"
-	"github.com/brokercore/brokercore/schedule"
 )
-
-// maxNameLen is RocketMQ's limit for topic and group names.
-const maxNameLen = 255
 
 // acceptAll is every message type a queue accepts: the producer refuses to
 // send a type a route's queue does not list.
 var acceptAll = []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_FIFO, v2.MessageType_DELAY, v2.MessageType_TRANSACTION}
 
-// validName reports whether a topic or group name is acceptable: RocketMQ's
-// characters (letters, digits, '-', '_', '%', '|').
-func validName(n string) bool {
-	if n == "" || len(n) > maxNameLen {
+// validGroup, validTopic, validReadTopic and validTopicName are the
+// library's name rules: a group name (brokercore.CheckGroupName); a topic
+// a client may send to — not one the core reserves for the scheduler,
+// transactions, retries or dead letters (brokercore.CheckClientTopic); a
+// topic a client may route or receive from — any valid name but the
+// reserved ones other than retry and dead-letter topics, which consumers
+// read; and any topic name, for a message already delivered
+// (brokercore.CheckTopicName).
+func validGroup(n string) bool     { return brokercore.CheckGroupName(n) == nil }
+func validTopic(n string) bool     { return brokercore.CheckClientTopic(n) == nil }
+func validTopicName(n string) bool { return brokercore.CheckTopicName(n) == nil }
+
+func validReadTopic(n string) bool {
+	if !validTopicName(n) {
 		return false
 	}
-	for i := 0; i < len(n); i++ {
-		c := n[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '%', c == '|':
-		default:
-			return false
-		}
-	}
-	return true
+	readable := strings.HasPrefix(n, brokercore.RetryPrefix) || strings.HasPrefix(n, brokercore.DeadLetterPrefix)
+	return readable || !brokercore.ReservedTopic(n)
 }
-
-// systemTopic reports the scheduler's internal topics, which clients may
-// neither send to nor read.
-func systemTopic(n string) bool {
-	return n == schedule.Topic || n == schedule.TimerTopic || n == schedule.ProgressTopic
-}
-
-// validTopic is a name a client may use as a topic.
-func validTopic(n string) bool { return validName(n) && !systemTopic(n) }
 
 // endpoints is the address clients are told to use for every later call:
 // Options.Advertise, else the access point the client reached us by, else
@@ -127,7 +119,7 @@ func (s *Server) queueCount(topic string) (int, *v2.Status) {
 func (s *Server) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2.QueryRouteResponse, error) {
 	s.seen(ctx)
 	name := req.GetTopic().GetName()
-	if !validTopic(name) {
+	if !validReadTopic(name) {
 		return &v2.QueryRouteResponse{Status: s.reject(ctx, "QueryRoute", status(v2.Code_ILLEGAL_TOPIC, "illegal topic name %q", name), "topic", name)}, nil
 	}
 	n, st := s.queueCount(name)
@@ -145,10 +137,10 @@ func (s *Server) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2
 func (s *Server) QueryAssignment(ctx context.Context, req *v2.QueryAssignmentRequest) (*v2.QueryAssignmentResponse, error) {
 	s.seen(ctx)
 	name, group := req.GetTopic().GetName(), req.GetGroup().GetName()
-	if !validTopic(name) {
+	if !validReadTopic(name) {
 		return &v2.QueryAssignmentResponse{Status: s.reject(ctx, "QueryAssignment", status(v2.Code_ILLEGAL_TOPIC, "illegal topic name %q", name), "topic", name, "group", group)}, nil
 	}
-	if !validName(group) {
+	if !validGroup(group) {
 		return &v2.QueryAssignmentResponse{Status: s.reject(ctx, "QueryAssignment", status(v2.Code_ILLEGAL_CONSUMER_GROUP, "illegal consumer group %q", group), "topic", name, "group", group)}, nil
 	}
 	mq := s.queue(req.GetTopic(), -1, s.endpoints(req.GetEndpoints()))
@@ -168,7 +160,7 @@ func (s *Server) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.H
 	if req.GetClientType() == v2.ClientType_PRODUCER {
 		return &v2.HeartbeatResponse{Status: ok()}, nil
 	}
-	if !validName(group) {
+	if !validGroup(group) {
 		return &v2.HeartbeatResponse{Status: s.reject(ctx, "Heartbeat", status(v2.Code_ILLEGAL_CONSUMER_GROUP, "illegal consumer group %q", group), "group", group)}, nil
 	}
 	if reg := s.b.Consumers(); reg != nil {

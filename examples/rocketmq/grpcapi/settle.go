@@ -110,10 +110,10 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.Fo
 	rej := func(st *v2.Status) (*v2.ForwardMessageToDeadLetterQueueResponse, error) {
 		return &v2.ForwardMessageToDeadLetterQueueResponse{Status: s.reject(ctx, "ForwardMessageToDeadLetterQueue", st, "group", group, "topic", topic, "message_id", req.GetMessageId())}, nil
 	}
-	if !validName(group) {
+	if !validGroup(group) {
 		return rej(status(v2.Code_ILLEGAL_CONSUMER_GROUP, "illegal consumer group %q", group))
 	}
-	if !validName(topic) {
+	if !validTopicName(topic) {
 		return rej(status(v2.Code_ILLEGAL_TOPIC, "illegal topic name %q", topic))
 	}
 	r, err := parseReceipt(req.GetReceiptHandle())

@@ -148,7 +148,7 @@ func (s *Server) settingsFor(id string, in *v2.Settings, lang string) *v2.Settin
 			c.group = group
 			c.longPolling = lp
 		})
-		if reg := s.b.Consumers(); reg != nil && validName(group) {
+		if reg := s.b.Consumers(); reg != nil && validGroup(group) {
 			subs := make([]consumer.Subscription, 0, len(sub.GetSubscriptions()))
 			for _, e := range sub.GetSubscriptions() {
 				if t := e.GetTopic().GetName(); t != "" {

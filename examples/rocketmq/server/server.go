@@ -28,7 +28,9 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore"
-	"github.com/brokercore/brokercore/examples/rocketmq/remoting"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/lock"
 	"github.com/brokercore/brokercore/store"
 )
@@ -78,7 +80,7 @@ type Config struct {
 	Flush string
 	// DelayLevels overrides the scheduler's levels ("" = RocketMQ's 18).
 	DelayLevels string
-	// ResetNotifyDelay: see remoting.BrokerOptions.
+	// ResetNotifyDelay: see broker.BrokerOptions.
 	ResetNotifyDelay time.Duration
 	// Core is passed to brokercore.Open (advanced; Logger and the fields
 	// set above win over it).
@@ -92,10 +94,10 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	core    *brokercore.Broker
-	topics  *remoting.Topics
-	broker  *remoting.Broker
-	nsrv    *remoting.Server
-	bsrv    *remoting.Server
+	topics  *broker.Topics
+	broker  *broker.Broker
+	nsrv    *transport.Server
+	bsrv    *transport.Server
 	nsAddr  string
 	brAddr  string
 	http    *http.Server
@@ -181,28 +183,28 @@ func (cfg Config) withDefaults() (Config, error) {
 // open opens the topic table, the core and the handlers.
 func (s *Server) open() (err error) {
 	cfg := s.cfg
-	if s.topics, err = remoting.OpenTopics(filepath.Join(cfg.Dir, "topics.json"), cfg.QueueNums); err != nil {
+	if s.topics, err = broker.OpenTopics(filepath.Join(cfg.Dir, "topics.json"), cfg.QueueNums); err != nil {
 		return err
 	}
 	// The registry's and the lock table's events go to the broker, which
 	// exists only after the core: bind them late.
-	var late atomic.Pointer[remoting.Broker]
+	var late atomic.Pointer[broker.Broker]
 	if s.core, err = brokercore.Open(cfg.Dir, coreOptions(cfg, &late)); err != nil {
 		return err
 	}
-	s.broker = remoting.NewBroker(s.core, s.topics, remoting.BrokerOptions{Addr: s.brAddr,
+	s.broker = broker.NewBroker(s.core, s.topics, broker.BrokerOptions{Addr: s.brAddr,
 		ResetNotifyDelay: cfg.ResetNotifyDelay, AsyncFlush: cfg.Flush == "async", Logger: cfg.Logger})
 	late.Store(s.broker)
-	ns := remoting.NewNameServer(s.topics, remoting.NameServerOptions{BrokerAddr: s.brAddr,
+	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
 		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger})
-	s.nsrv = remoting.NewServer(ns, remoting.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
-	s.bsrv = remoting.NewServer(s.broker, remoting.ServerOptions{Name: "broker", Logger: cfg.Logger})
+	s.nsrv = transport.NewServer(ns, transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
+	s.bsrv = transport.NewServer(s.broker, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
 	return nil
 }
 
 // coreOptions are brokercore.Open's options for cfg, with the registry's
 // and the lock table's events going to the broker once late holds it.
-func coreOptions(cfg Config, late *atomic.Pointer[remoting.Broker]) brokercore.Options {
+func coreOptions(cfg Config, late *atomic.Pointer[broker.Broker]) brokercore.Options {
 	co := cfg.Core
 	co.Logger = cfg.Logger
 	if cfg.LockMaxLiveTime > 0 {
@@ -250,11 +252,11 @@ func coreOptions(cfg Config, late *atomic.Pointer[remoting.Broker]) brokercore.O
 	return co
 }
 
-func (s *Server) serve(rs *remoting.Server, l net.Listener) {
+func (s *Server) serve(rs *transport.Server, l net.Listener) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := rs.Serve(l); err != nil && !errors.Is(err, remoting.ErrServerClosed) {
+		if err := rs.Serve(l); err != nil && !errors.Is(err, transport.ErrServerClosed) {
 			s.log.Error("listener stopped", "addr", l.Addr().String(), "err", err)
 		}
 	}()
@@ -309,10 +311,10 @@ func (s *Server) Close() error {
 func (s *Server) Core() *brokercore.Broker { return s.core }
 
 // Topics is the topic table shared by the name server and the broker.
-func (s *Server) Topics() *remoting.Topics { return s.topics }
+func (s *Server) Topics() *broker.Topics { return s.topics }
 
 // Broker is the remoting broker handler.
-func (s *Server) Broker() *remoting.Broker { return s.broker }
+func (s *Server) Broker() *broker.Broker { return s.broker }
 
 // Logger is the program's logger.
 func (s *Server) Logger() *slog.Logger { return s.log }

@@ -1,0 +1,253 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brokercore/brokercore/consumer"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
+	"github.com/brokercore/brokercore/lock"
+	"github.com/brokercore/brokercore/offset"
+	"github.com/brokercore/brokercore/schedule"
+	"github.com/brokercore/brokercore/store"
+)
+
+// Core is the broker core the remoting broker serves from: brokercore.Open's
+// *Broker satisfies it.
+type Core interface {
+	Store() *store.Store
+	Offsets() *offset.Manager
+	Scheduler() *schedule.Scheduler
+	Locks() *lock.Table
+	Consumers() *consumer.Registry
+}
+
+// BrokerStats are the broker's counters.
+type BrokerStats struct {
+	Sent            uint64 `json:"sent"`
+	SendRejected    uint64 `json:"send_rejected"`
+	Delayed         uint64 `json:"delayed"`
+	Pulls           uint64 `json:"pulls"`
+	PulledMessages  uint64 `json:"pulled_messages"`
+	PullSuspended   uint64 `json:"pull_suspended"`
+	PullOffsetMoved uint64 `json:"pull_offset_moved"`
+	Commits         uint64 `json:"commits"`
+	StaleCommits    uint64 `json:"stale_commits"`
+	SentBack        uint64 `json:"sent_back"`
+	DeadLettered    uint64 `json:"dead_lettered"`
+	Heartbeats      uint64 `json:"heartbeats"`
+	Notifies        uint64 `json:"notifies"`
+	Rejected        uint64 `json:"rejected"`
+	Unsupported     uint64 `json:"unsupported"`
+	Connections     int    `json:"connections"`
+}
+
+// Broker serves the broker side of the remoting protocol over a Core.
+type Broker struct {
+	core      Core
+	st        *store.Store
+	topics    *Topics
+	opts      BrokerOptions
+	log       *slog.Logger
+	storeHost [8]byte
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	unsub  func()
+
+	waitMu  sync.Mutex
+	waiters map[qkey]chan struct{}
+
+	connMu sync.RWMutex
+	conns  map[string]*transport.Conn
+
+	notifyMu      sync.Mutex
+	notifyPending map[string]bool
+
+	stats struct {
+		sent, sendRejected, delayed, pulls, pulled, suspended, moved atomic.Uint64
+		commits, stale, sentBack, dlq, heartbeats, notifies          atomic.Uint64
+		rejected, unsupported                                        atomic.Uint64
+	}
+}
+
+type qkey struct {
+	topic string
+	queue int
+}
+
+// NewBroker returns the broker handler over core. Call Close to stop its
+// background work (it does not close core).
+func NewBroker(core Core, topics *Topics, opts BrokerOptions) *Broker {
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Broker{core: core, st: core.Store(), topics: topics, opts: opts,
+		log: opts.Logger.With("server", "broker"), storeHost: wire.HostBytes(opts.Addr),
+		ctx: ctx, cancel: cancel, waiters: map[qkey]chan struct{}{}, conns: map[string]*transport.Conn{},
+		notifyPending: map[string]bool{}}
+	b.unsub = b.st.Subscribe(b.arrived)
+	return b
+}
+
+// Close stops the broker's background work and waits for it.
+func (b *Broker) Close() error {
+	b.cancel()
+	b.unsub()
+	b.wg.Wait()
+	return nil
+}
+
+// Stats returns the broker's counters.
+func (b *Broker) Stats() BrokerStats {
+	b.connMu.RLock()
+	n := len(b.conns)
+	b.connMu.RUnlock()
+	s := &b.stats
+	return BrokerStats{Sent: s.sent.Load(), SendRejected: s.sendRejected.Load(), Delayed: s.delayed.Load(),
+		Pulls: s.pulls.Load(), PulledMessages: s.pulled.Load(), PullSuspended: s.suspended.Load(),
+		PullOffsetMoved: s.moved.Load(), Commits: s.commits.Load(), StaleCommits: s.stale.Load(),
+		SentBack: s.sentBack.Load(), DeadLettered: s.dlq.Load(), Heartbeats: s.heartbeats.Load(),
+		Notifies: s.notifies.Load(), Rejected: s.rejected.Load(), Unsupported: s.unsupported.Load(),
+		Connections: n}
+}
+
+// ConnOpened implements transport.ConnObserver.
+func (b *Broker) ConnOpened(c *transport.Conn) {
+	b.connMu.Lock()
+	b.conns[c.ID()] = c
+	b.connMu.Unlock()
+}
+
+// ConnClosed implements transport.ConnObserver: the connection is the channel, its
+// close removes its consumers at once (the client never unregisters).
+func (b *Broker) ConnClosed(c *transport.Conn) {
+	b.connMu.Lock()
+	delete(b.conns, c.ID())
+	b.connMu.Unlock()
+	b.releaseOnShutdown(c)
+	if groups := b.core.Consumers().ChannelClosed(c.ID()); len(groups) > 0 {
+		b.log.Info("channel closed", "channel", c.ID(), "client", clientIDOf(c), "groups", groups)
+	}
+}
+
+// OnConsumerEvent is the consumer registry's OnEvent: a group's member set
+// changed, so its members are told to rebalance.
+func (b *Broker) OnConsumerEvent(ev consumer.Event) {
+	if ev.Kind != consumer.EventChange {
+		return
+	}
+	b.notifyClients(ev.Group, ev.Clients)
+}
+
+// OnLockEvent is the lock table's OnEvent: when a lease expires, its group
+// is told to rebalance, so a member takes the queue over now instead of at
+// its next periodic rebalance.
+func (b *Broker) OnLockEvent(ev lock.Event) {
+	if ev.Kind != lock.EventExpired {
+		return
+	}
+	b.log.Info("lock expired", "group", ev.Group, "topic", ev.Queue.Topic, "queue", ev.Queue.QueueID,
+		"old_client", ev.Client)
+	b.notifyGroup(ev.Group)
+}
+
+func (b *Broker) notifyGroup(group string) {
+	b.notifyClients(group, b.core.Consumers().Clients(group))
+}
+
+func (b *Broker) notifyClients(group string, clients []consumer.Client) {
+	b.connMu.RLock()
+	defer b.connMu.RUnlock()
+	for _, cl := range clients {
+		if c := b.conns[cl.ChannelID]; c != nil {
+			if c.Notify(wire.CodeNotifyConsumerIdsChanged, map[string]string{"consumerGroup": group}) {
+				b.stats.notifies.Add(1)
+			}
+		}
+	}
+}
+
+// notifyLater tells group to rebalance after d, once per group at a time.
+func (b *Broker) notifyLater(group string, d time.Duration) {
+	if d < 0 {
+		return
+	}
+	b.notifyMu.Lock()
+	if b.notifyPending[group] {
+		b.notifyMu.Unlock()
+		return
+	}
+	b.notifyPending[group] = true
+	b.notifyMu.Unlock()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-b.ctx.Done():
+		}
+		b.notifyMu.Lock()
+		delete(b.notifyPending, group)
+		b.notifyMu.Unlock()
+		if b.ctx.Err() == nil {
+			b.notifyGroup(group)
+		}
+	}()
+}
+
+// arrived is the store's arrival hook: it wakes the long polls of the queue.
+func (b *Broker) arrived(topic string, queueID int, _ int64) {
+	k := qkey{topic, queueID}
+	b.waitMu.Lock()
+	ch := b.waiters[k]
+	delete(b.waiters, k)
+	b.waitMu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// WakeQueue wakes the long polls of a queue, so they look at it again:
+// the server's offset.Options.OnReset calls it after every reset.
+func (b *Broker) WakeQueue(topic string, queueID int) { b.arrived(topic, queueID, 0) }
+
+// arrival returns a channel closed at the next arrival in the queue. Take
+// it before reading, so an arrival between the read and the wait is not
+// missed.
+func (b *Broker) arrival(topic string, queueID int) <-chan struct{} {
+	k := qkey{topic, queueID}
+	b.waitMu.Lock()
+	defer b.waitMu.Unlock()
+	ch := b.waiters[k]
+	if ch == nil {
+		ch = make(chan struct{})
+		b.waiters[k] = ch
+	}
+	return ch
+}
+
+// storeCode maps a store error to a response code.
+func storeCode(err error) int16 {
+	switch {
+	case errors.Is(err, store.ErrInvalid):
+		return wire.MessageIllegal
+	case errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrFailed):
+		return wire.ServiceNotAvailable
+	}
+	return wire.SystemError
+}
+
+func clientIDOf(c *transport.Conn) string {
+	if v, ok := c.Value("clientID", nil).(string); ok {
+		return v
+	}
+	return ""
+}

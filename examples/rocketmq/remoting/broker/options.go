@@ -1,0 +1,66 @@
+package broker
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	DefaultBrokerName       = "broker-a"
+	DefaultMaxPullWait      = 25 * time.Second
+	DefaultMaxReconsume     = 16
+	DefaultMaxPullBytes     = 4 << 20
+	DefaultResetNotifyDelay = 11 * time.Second
+)
+
+// BrokerOptions configure a Broker.
+type BrokerOptions struct {
+	// Addr is the broker address advertised to clients (store host of
+	// messages, routes).
+	Addr string
+	// BrokerName labels the broker (default "broker-a").
+	BrokerName string
+	// MaxPullWait caps the long poll of one PULL_MESSAGE (default 25 s; the
+	// client asks for 20 s and gives up after 30 s).
+	MaxPullWait time.Duration
+	// MaxReconsumeTimes is used when a send-back does not say (default 16).
+	MaxReconsumeTimes int
+	// MaxPullBytes caps the bodies of one pull answer (default 4 MiB).
+	MaxPullBytes int
+	// ResetNotifyDelay is how long after answering a pull with
+	// PULL_OFFSET_MOVED for an admin reset the group is told to rebalance, so
+	// its member takes the queue back (the client drops it for 10 s).
+	// Default 11 s; negative turns it off.
+	ResetNotifyDelay time.Duration
+	// AsyncFlush says the store answers an Append without waiting for an
+	// fsync (store.SyncInterval or SyncNone). Sends are then served on
+	// their connection's read loop (see transport.InlineHandler). Leave it false
+	// under SyncGroup: there a send waits for its group's fsync, and the
+	// other sends of its connection must join that group, not wait behind
+	// it.
+	AsyncFlush bool
+	Logger     *slog.Logger
+}
+
+func (o BrokerOptions) withDefaults() BrokerOptions {
+	if o.BrokerName == "" {
+		o.BrokerName = DefaultBrokerName
+	}
+	if o.MaxPullWait <= 0 {
+		o.MaxPullWait = DefaultMaxPullWait
+	}
+	if o.MaxReconsumeTimes <= 0 {
+		o.MaxReconsumeTimes = DefaultMaxReconsume
+	}
+	if o.MaxPullBytes <= 0 {
+		o.MaxPullBytes = DefaultMaxPullBytes
+	}
+	if o.ResetNotifyDelay == 0 {
+		o.ResetNotifyDelay = DefaultResetNotifyDelay
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}

@@ -1,0 +1,38 @@
+package namesrv
+
+import "log/slog"
+
+// Defaults of the options (the broker package's DefaultBrokerName is the
+// same name).
+const (
+	DefaultBrokerName = "broker-a"
+	DefaultCluster    = "DefaultCluster"
+)
+
+// NameServerOptions configure a NameServer.
+type NameServerOptions struct {
+	// BrokerName and Cluster label the one broker (defaults "broker-a",
+	// "DefaultCluster").
+	BrokerName, Cluster string
+	// BrokerAddr is the broker address advertised in routes: one the client
+	// can dial (127.0.0.1:port, never 0.0.0.0).
+	BrokerAddr string
+	// NoAutoCreate turns off creating a topic when its route is asked for.
+	// Producers then go through TBW102 and the broker creates the topic on
+	// the first send; consumers of a topic nobody sent to fail to start.
+	NoAutoCreate bool
+	Logger       *slog.Logger
+}
+
+func (o NameServerOptions) withDefaults() NameServerOptions {
+	if o.BrokerName == "" {
+		o.BrokerName = DefaultBrokerName
+	}
+	if o.Cluster == "" {
+		o.Cluster = DefaultCluster
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}

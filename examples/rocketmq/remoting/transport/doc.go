@@ -1,0 +1,13 @@
+// Package transport serves remoting connections: a Server accepts them and
+// reads frames (wire.ReadFrame), and hands each request to a Handler,
+// which it serves on its own goroutine (or, for the cheap ones an
+// InlineHandler names, on the connection's read loop, their answers
+// written once per burst of input; those a BatchHandler names are served
+// together, once per burst) and answers by opaque in any order. A
+// ConnObserver hears of connections opening and closing. Only broken
+// framing closes a connection; a header that cannot be decoded is answered
+// with SYSTEM_ERROR.
+//
+// It knows nothing of what a request means: the name server (package
+// namesrv) and the broker (package broker) are Handlers.
+package transport

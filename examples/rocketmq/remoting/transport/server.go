@@ -1,0 +1,567 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
+)
+
+// Handler serves the requests of a Server. Serve is called on its own
+// goroutine for every request, concurrently for the requests of one
+// connection (a long poll must not hold up anything else), unless the
+// Handler is an InlineHandler that says otherwise; it returns the
+// response, or nil for none. The Server sets the opaque and the response
+// bit, and drops the response of a oneway request.
+type Handler interface {
+	Serve(ctx context.Context, c *Conn, req *wire.Command) *wire.Command
+}
+
+// InlineHandler is an optional capability of a Handler: Inline reports
+// whether Serve answers req at once, without blocking (no long poll, no
+// wait for an fsync). Such a request is served on the connection's read
+// loop, in order, with no goroutine of its own, and its answer is written
+// with those of the other requests that arrived in the same burst: one
+// write when the connection has no more input ready.
+type InlineHandler interface {
+	Inline(req *wire.Command) bool
+}
+
+// BatchHandler is an optional capability of an InlineHandler: the inline
+// requests it accepts (Batch reports true) are gathered while the
+// connection has more input already read, and served together by
+// ServeBatch when the read loop has no whole frame left (before it waits
+// for more input), before any other request of the connection, and after
+// at most MaxBatchRequests of them — so the sends of one burst can go to
+// the store in one append. ServeBatch returns one answer per request, in
+// order (nil for none). A batch of one is served by Serve.
+type BatchHandler interface {
+	InlineHandler
+	Batch(req *wire.Command) bool
+	ServeBatch(ctx context.Context, c *Conn, reqs []*wire.Command) []*wire.Command
+}
+
+// Bounds of one ServeBatch: requests and body bytes.
+const (
+	MaxBatchRequests  = 64
+	maxBatchBodyBytes = 4 << 20
+)
+
+// ConnObserver is an optional capability of a Handler: it is told when a
+// connection opens and after it closed (after every Serve of it returned).
+type ConnObserver interface {
+	ConnOpened(c *Conn)
+	ConnClosed(c *Conn)
+}
+
+// ServerStats are a Server's counters.
+type ServerStats struct {
+	Connections  int    `json:"connections"`
+	Accepted     uint64 `json:"accepted"`
+	Requests     uint64 `json:"requests"`
+	BadFrames    uint64 `json:"bad_frames"`
+	BadHeaders   uint64 `json:"bad_headers"`
+	Responses    uint64 `json:"responses"`
+	Notified     uint64 `json:"notified"`
+	NotifyDrops  uint64 `json:"notify_drops"`
+	WriteErrors  uint64 `json:"write_errors"`
+	ReadTimeouts uint64 `json:"read_timeouts"`
+}
+
+// Server accepts remoting connections and hands their requests to a
+// Handler.
+type Server struct {
+	h      Handler
+	opts   ServerOptions
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	lns    []net.Listener
+	conns  map[*Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+	seq    atomic.Uint64
+
+	accepted, requests, badFrames, badHeaders, responses atomic.Uint64
+	notified, notifyDrops, writeErrors                   atomic.Uint64
+}
+
+// NewServer returns a Server over h.
+func NewServer(h Handler, opts ServerOptions) *Server {
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{h: h, opts: opts, log: opts.Logger.With("server", opts.Name), ctx: ctx, cancel: cancel,
+		conns: map[*Conn]struct{}{}}
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("remoting: server closed")
+
+// Serve accepts connections on l until Close; it returns ErrServerClosed
+// then. It may be called for several listeners.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.lns = append(s.lns, l)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		s.start(nc)
+	}
+}
+
+func (s *Server) start(nc net.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	c := &Conn{
+		id:     fmt.Sprintf("%s#%d", nc.RemoteAddr(), s.seq.Add(1)),
+		nc:     nc,
+		srv:    s,
+		ctx:    ctx,
+		cancel: cancel,
+		out:    make(chan *wire.Command, 1024),
+		sem:    make(chan struct{}, s.opts.MaxInflight),
+	}
+	c.bw = bufio.NewWriterSize(nc, 64<<10)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.accepted.Add(1)
+	s.log.Info("connection opened", "client", nc.RemoteAddr().String(), "channel", c.id)
+	if o, ok := s.h.(ConnObserver); ok {
+		o.ConnOpened(c)
+	}
+	go c.run()
+}
+
+// Close stops accepting, closes every connection and waits for every
+// goroutine of the server (and every Serve call in flight) to end.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	s.cancel()
+	for _, l := range s.lns {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return ServerStats{Connections: n, Accepted: s.accepted.Load(), Requests: s.requests.Load(),
+		BadFrames: s.badFrames.Load(), BadHeaders: s.badHeaders.Load(), Responses: s.responses.Load(),
+		Notified: s.notified.Load(), NotifyDrops: s.notifyDrops.Load(), WriteErrors: s.writeErrors.Load()}
+}
+
+// Conn is one client connection: the channel of RocketMQ's broker.
+type Conn struct {
+	id     string
+	nc     net.Conn
+	srv    *Server
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    chan *wire.Command
+	sem    chan struct{}
+	wg     sync.WaitGroup // Serve calls in flight
+	once   sync.Once
+
+	// batch (read loop only): requests of a BatchHandler read but not yet
+	// served, and their body bytes.
+	batch      []*wire.Command
+	batchBytes int
+
+	// The answers go out through bw, under wmu: the write loop's and those
+	// the read loop serves inline. broken: a write failed, later answers
+	// are dropped. unflushed (read loop only): inline answers wait in bw.
+	wmu       sync.Mutex
+	bw        *bufio.Writer
+	enc       []byte
+	broken    bool
+	unflushed bool
+
+	mu    sync.Mutex
+	attrs map[string]any
+}
+
+// ID names the connection: remote address and a sequence number, unique
+// within the process.
+func (c *Conn) ID() string { return c.id }
+
+// RemoteAddr is the client's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LocalAddr is the server's address of the connection.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// Context is cancelled when the connection closes.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Value returns the connection's attribute key, creating it with mk the
+// first time (under the connection's lock).
+func (c *Conn) Value(key string, mk func() any) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.attrs == nil {
+		c.attrs = map[string]any{}
+	}
+	v, ok := c.attrs[key]
+	if !ok && mk != nil {
+		v = mk()
+		c.attrs[key] = v
+	}
+	return v
+}
+
+// Close closes the connection.
+func (c *Conn) Close() { c.nc.Close() }
+
+// Notify sends a oneway request to the client without waiting: when the
+// connection's queue is full the request is dropped (and counted), so a
+// slow client cannot stall the broker.
+func (c *Conn) Notify(code int16, ext map[string]string) bool {
+	cmd := &wire.Command{Code: code, Language: "GO", Version: wire.ProtocolVersion, Flag: wire.FlagOneway,
+		ExtFields: ext, Opaque: notifyOpaque.Add(1)}
+	if c.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case c.out <- cmd:
+		c.srv.notified.Add(1)
+		return true
+	default:
+		c.srv.notifyDrops.Add(1)
+		return false
+	}
+}
+
+var notifyOpaque atomic.Int32
+
+// finalFlushTimeout bounds writing a closing connection's last answers.
+const finalFlushTimeout = time.Second
+
+func (c *Conn) run() {
+	s := c.srv
+	defer s.wg.Done()
+	wdone := make(chan struct{})
+	go func() { defer close(wdone); c.writeLoop() }()
+	reason := c.readLoop()
+	// The answers to the last requests read go out before the close, unless
+	// the peer is not reading them.
+	_ = c.nc.SetWriteDeadline(time.Now().Add(finalFlushTimeout))
+	c.serveBatch()
+	c.flushInline()
+	c.cancel()
+	c.nc.Close()
+	c.wg.Wait()
+	<-wdone
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	if o, ok := s.h.(ConnObserver); ok {
+		o.ConnClosed(c)
+	}
+	s.log.Info("connection closed", "client", c.nc.RemoteAddr().String(), "channel", c.id, "reason", reason)
+}
+
+// flushReader is the read loop's source: before it waits for more input
+// it serves the gathered batch and writes out the inline answers to what
+// was read so far.
+type flushReader struct{ c *Conn }
+
+func (f flushReader) Read(p []byte) (int, error) {
+	f.c.serveBatch()
+	f.c.flushInline()
+	return f.c.nc.Read(p)
+}
+
+func (c *Conn) readLoop() string {
+	s := c.srv
+	r := bufio.NewReaderSize(flushReader{c}, 64<<10)
+	inl, _ := s.h.(InlineHandler)
+	bh, _ := s.h.(BatchHandler)
+	for {
+		frame, err := wire.ReadFrame(r, s.opts.MaxFrame)
+		if err != nil {
+			if errors.Is(err, wire.ErrFrame) {
+				s.badFrames.Add(1)
+				s.log.Warn("rejected frame: closing connection", "client", c.nc.RemoteAddr().String(),
+					"channel", c.id, "err", err)
+				return err.Error()
+			}
+			if errors.Is(err, io.EOF) || c.ctx.Err() != nil {
+				return "closed by peer"
+			}
+			return err.Error()
+		}
+		cmd, err := wire.Decode(frame)
+		if err != nil {
+			if errors.Is(err, wire.ErrFrame) {
+				s.badFrames.Add(1)
+				s.log.Warn("rejected frame: closing connection", "client", c.nc.RemoteAddr().String(),
+					"channel", c.id, "err", err)
+				return err.Error()
+			}
+			s.badHeaders.Add(1)
+			s.log.Info("rejected request", "client", c.nc.RemoteAddr().String(), "channel", c.id, "err", err)
+			// The frame boundary is intact: answer with what we could
+			// salvage of the opaque, and go on.
+			resp := &wire.Command{Code: wire.SystemError, Version: wire.ProtocolVersion, Flag: wire.FlagResponse,
+				Opaque: salvageOpaque(frame), Remark: err.Error()}
+			c.enqueue(resp)
+			continue
+		}
+		if cmd.IsResponse() {
+			continue // answers to our oneway notifications: none expected
+		}
+		s.requests.Add(1)
+		if bh != nil && bh.Batch(cmd) {
+			c.batch = append(c.batch, cmd)
+			if c.batchBytes += len(cmd.Body); len(c.batch) >= MaxBatchRequests || c.batchBytes >= maxBatchBodyBytes {
+				c.serveBatch()
+			}
+			continue
+		}
+		c.serveBatch() // what was read before goes first
+		if inl != nil && inl.Inline(cmd) {
+			c.serveInline(cmd)
+			continue
+		}
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.ctx.Done():
+			return "closed"
+		}
+		c.wg.Add(1)
+		go c.serve(cmd)
+	}
+}
+
+var opaqueRE = regexp.MustCompile(`"opaque"\s*:\s*(-?\d+)`)
+
+// salvageOpaque finds the opaque of an undecodable header where it can, so
+// the client matches the error answer to its request.
+func salvageOpaque(frame []byte) int32 {
+	if len(frame) < 4 {
+		return 0
+	}
+	word := uint32(frame[0])<<24 | uint32(frame[1])<<16 | uint32(frame[2])<<8 | uint32(frame[3])
+	hl := int(word & 0xFFFFFF)
+	if hl > len(frame)-4 {
+		hl = len(frame) - 4
+	}
+	h := frame[4 : 4+hl]
+	if byte(word>>24) == wire.SerializeRocketMQ && len(h) >= 9 {
+		return int32(uint32(h[5])<<24 | uint32(h[6])<<16 | uint32(h[7])<<8 | uint32(h[8]))
+	}
+	if m := opaqueRE.FindSubmatch(h); m != nil {
+		if v, err := strconv.ParseInt(string(m[1]), 10, 32); err == nil {
+			return int32(v)
+		}
+	}
+	return 0
+}
+
+func (c *Conn) serve(req *wire.Command) {
+	defer func() { <-c.sem; c.wg.Done() }()
+	resp := c.srv.h.Serve(c.ctx, c, req)
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	answer(req, resp)
+	c.enqueue(resp)
+}
+
+// answer makes resp the response to req.
+func answer(req, resp *wire.Command) {
+	resp.Opaque = req.Opaque
+	resp.Flag |= wire.FlagResponse
+	resp.Serialize = req.Serialize
+}
+
+// serveInline serves req on the read loop; its answer waits in bw until the
+// read loop runs out of input (flushReader) or the write loop flushes.
+func (c *Conn) serveInline(req *wire.Command) {
+	resp := c.srv.h.Serve(c.ctx, c, req)
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	answer(req, resp)
+	c.srv.responses.Add(1)
+	c.wmu.Lock()
+	c.write(resp)
+	c.wmu.Unlock()
+	c.unflushed = true
+}
+
+// serveBatch serves the gathered batch on the read loop; its answers wait
+// in bw as inline answers do.
+func (c *Conn) serveBatch() {
+	reqs := c.batch
+	if len(reqs) == 0 {
+		return
+	}
+	c.batch, c.batchBytes = reqs[:0], 0
+	if len(reqs) == 1 {
+		c.serveInline(reqs[0])
+		reqs[0] = nil
+		return
+	}
+	resps := c.srv.h.(BatchHandler).ServeBatch(c.ctx, c, reqs)
+	c.wmu.Lock()
+	for i, req := range reqs {
+		if i < len(resps) && resps[i] != nil && !req.IsOneway() {
+			answer(req, resps[i])
+			c.srv.responses.Add(1)
+			c.write(resps[i])
+			c.unflushed = true
+		}
+		reqs[i] = nil
+	}
+	c.wmu.Unlock()
+}
+
+// flushInline writes out the inline answers waiting in bw; read loop only.
+func (c *Conn) flushInline() {
+	if !c.unflushed {
+		return
+	}
+	c.unflushed = false
+	c.wmu.Lock()
+	c.flush()
+	c.wmu.Unlock()
+}
+
+func (c *Conn) enqueue(resp *wire.Command) {
+	select {
+	case c.out <- resp:
+		c.srv.responses.Add(1)
+	case <-c.ctx.Done():
+	}
+}
+
+// A failed write does not close the socket: a client that resets the
+// connection (it closed with answers unread) may have sent requests the
+// read loop has not read yet, oneway commits above all, and those are
+// still served. Every later answer is dropped and the read loop ends the
+// connection. write and flush are called under wmu.
+
+func (c *Conn) fail(err error) {
+	if !c.broken {
+		c.broken = true
+		c.srv.writeErrors.Add(1)
+		c.srv.log.Debug("write failed: dropping answers until the connection ends", "channel", c.id, "err", err)
+	}
+}
+
+func (c *Conn) write(cmd *wire.Command) {
+	if c.broken {
+		return
+	}
+	// The header goes through a reused buffer; a large body (a pull
+	// answer) straight to the writer, a small one with its header.
+	body := cmd.Body
+	small := len(body) <= 4<<10
+	b, err := wire.AppendFrameHead(c.enc[:0], cmd)
+	if err != nil {
+		c.srv.log.Error("encode response", "channel", c.id, "err", err)
+		body = nil
+		b, _ = wire.AppendFrameHead(c.enc[:0], &wire.Command{Code: wire.SystemError, Flag: cmd.Flag, Opaque: cmd.Opaque,
+			Remark: "encode: " + err.Error()})
+	} else if small {
+		b = append(b, body...)
+	}
+	if cap(b) <= 64<<10 {
+		c.enc = b[:0]
+	}
+	if _, err := c.bw.Write(b); err != nil {
+		c.fail(err)
+		return
+	}
+	if !small && body != nil {
+		if _, err := c.bw.Write(body); err != nil {
+			c.fail(err)
+		}
+	}
+}
+
+func (c *Conn) flush() {
+	if c.broken {
+		return
+	}
+	if err := c.bw.Flush(); err != nil {
+		c.fail(err)
+	}
+}
+
+// writeLoop writes the answers of the requests served on their own
+// goroutines (and the notifications) until the connection ends, flushing
+// once per burst.
+func (c *Conn) writeLoop() {
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case cmd := <-c.out:
+			c.wmu.Lock()
+			c.write(cmd)
+		drain:
+			for {
+				select {
+				case cmd := <-c.out:
+					c.write(cmd)
+				default:
+					break drain
+				}
+			}
+			c.flush()
+			c.wmu.Unlock()
+		}
+	}
+}
