@@ -336,7 +336,7 @@ func TestProgressJournalUnderENOSPCOnEachWriteSyncRenameAndOpen(t *testing.T) {
 
 // shortFS makes the next Write of a file it opened write only half of its
 // bytes and fail, as a disk that fills up in the middle of an append does
-// (fsx.Faulty fails a write without writing).
+// (fsxtest.Faulty fails a write without writing).
 type shortFS struct {
 	fsx.FS
 	armed bool
