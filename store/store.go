@@ -263,6 +263,7 @@ func (s *Store) open() error {
 		return err
 	}
 	s.durable, s.verified = s.written, s.written
+	s.walWritten, s.walTail = s.written, s.tailSize // all of it is in the wal
 	if err := s.loadIndex(ck, ins.cut.bytes); err != nil {
 		return err
 	}
@@ -273,7 +274,7 @@ func (s *Store) open() error {
 		}
 		s.lastFrame = frameCheck{pos: e.pos, size: e.size}
 	}
-	s.walWritten, s.walTail, s.walFrame = s.written, s.tailSize, s.lastFrame
+	s.walFrame = s.lastFrame
 	return nil
 }
 
