@@ -107,9 +107,9 @@
 // that changed, and records how far each file and the journal go, so Open
 // replays only the log past it and reads the journal back. Index files and
 // the journal are not fsynced (they are checked and repaired from the log
-// instead). Per queue the store keeps its offsets and at most 4 KiB of
-// buffered entries (until the next checkpoint writes them: at most what
-// CheckpointBytes of log add). tidwall/wal keeps the segment being written
+// instead). Per queue the store keeps its offsets and its buffered entries:
+// at most 64 KiB (a queue that takes more between two checkpoints has that
+// block written by the Append that fills it, one write per 2,048 entries). tidwall/wal keeps the segment being written
 // in memory, and the last closed one in its cache, so the log's heap is
 // bounded by about twice SegmentSize.
 //

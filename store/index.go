@@ -25,7 +25,8 @@ import (
 // against the record it names (heal.go repairs a damaged one from the log).
 const (
 	entrySize    = 32
-	flushBytes   = 4096 // write buffered entries once this many bytes wait
+	flushBytes   = 4096     // a checkpoint writes a buffer of this many bytes to its file (else to the journal)
+	maxBuffered  = 64 << 10 // an append writes a buffer this large at once: at most 64 KiB per queue wait
 	logIndexName = "log.idx"
 )
 
@@ -177,6 +178,9 @@ func (x *indexFile) add(n int64, e entry) error {
 	at := len(x.buf)
 	x.buf = append(x.buf, make([]byte, entrySize)...) // no allocation once buf has grown
 	e.put(x.buf[at:])
+	if len(x.buf) >= maxBuffered {
+		return x.flush() // a queue that takes more than maxBuffered between two checkpoints
+	}
 	return nil // written by the next checkpoint (persistIndex), off the append path
 }
 
