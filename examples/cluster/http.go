@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
@@ -29,33 +31,46 @@ import (
 //	POST /members/remove   {"id"}
 //	GET  /read?topic=&queue=&offset=&max=
 //	GET  /status
-func (n *Node) Handler() http.Handler {
+func Handler(n *replica.Node, addr string, now func() time.Time) http.Handler {
+	if now == nil {
+		now = time.Now
+	}
+	a := &api{n: n, addr: addr, now: now}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /produce", n.leaderOnly(n.handleProduce))
-	mux.HandleFunc("POST /pop", n.leaderOnly(n.handlePop))
-	mux.HandleFunc("POST /ack", n.leaderOnly(n.handleAck))
-	mux.HandleFunc("POST /change-invisible", n.leaderOnly(n.handleChangeInvisible))
-	mux.HandleFunc("POST /cancel", n.leaderOnly(n.handleCancel))
-	mux.HandleFunc("POST /members", n.leaderOnly(n.handleAddMember))
-	mux.HandleFunc("POST /members/remove", n.leaderOnly(n.handleRemoveMember))
-	mux.HandleFunc("GET /read", n.handleRead)
+	mux.HandleFunc("POST /produce", a.leaderOnly(a.handleProduce))
+	mux.HandleFunc("POST /pop", a.leaderOnly(a.handlePop))
+	mux.HandleFunc("POST /ack", a.leaderOnly(a.handleAck))
+	mux.HandleFunc("POST /change-invisible", a.leaderOnly(a.handleChangeInvisible))
+	mux.HandleFunc("POST /cancel", a.leaderOnly(a.handleCancel))
+	mux.HandleFunc("POST /members", a.leaderOnly(a.handleAddMember))
+	mux.HandleFunc("POST /members/remove", a.leaderOnly(a.handleRemoveMember))
+	mux.HandleFunc("GET /read", a.handleRead)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, n.Status()) })
 	return mux
 }
 
+// api is the HTTP API of one node.
+type api struct {
+	n    *replica.Node
+	addr string // this node's HTTP address (replica.Config.Addr)
+	now  func() time.Time
+}
+
 // leaderOnly redirects to the leader unless this node leads.
-func (n *Node) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
+func (a *api) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if n.IsLeader() {
+		if a.n.IsLeader() {
 			h(w, r)
 			return
 		}
-		if addr := n.LeaderHTTP(); addr != "" && addr != n.cfg.HTTPAddr {
+		id, addr := a.n.Leader()
+		err := &replica.NotLeaderError{Node: a.n.ID(), LeaderID: id, LeaderAddr: addr}
+		if addr != "" && addr != a.addr {
 			w.Header().Set("Location", "http://"+addr+r.URL.RequestURI())
-			writeJSON(w, http.StatusTemporaryRedirect, map[string]string{"error": n.notLeader().Error(), "leader": addr})
+			writeJSON(w, http.StatusTemporaryRedirect, map[string]string{"error": err.Error(), "leader": addr})
 			return
 		}
-		writeErr(w, n.notLeader())
+		writeErr(w, err)
 	}
 }
 
@@ -86,7 +101,7 @@ type produceReq struct {
 	DeliverAt  int64     `json:"deliver_at_ms,omitempty"` // Unix ms: a timer
 }
 
-func (n *Node) handleProduce(w http.ResponseWriter, r *http.Request) {
+func (a *api) handleProduce(w http.ResponseWriter, r *http.Request) {
 	var req produceReq
 	if !readJSON(w, r, &req) {
 		return
@@ -94,27 +109,27 @@ func (n *Node) handleProduce(w http.ResponseWriter, r *http.Request) {
 	msgs := make([]*store.Message, 0, len(req.Messages))
 	for _, m := range req.Messages {
 		msgs = append(msgs, &store.Message{Topic: req.Topic, QueueID: req.Queue, Body: []byte(m.Body), Tags: m.Tags,
-			Keys: m.Keys, Properties: m.Properties, BornAt: n.cfg.Now()})
+			Keys: m.Keys, Properties: m.Properties, BornAt: a.now()})
 	}
 	var out []*store.Message
 	var err error
 	switch {
 	case (req.DelayLevel != 0 || req.DeliverAt != 0) && len(msgs) != 1:
-		err = fmt.Errorf("a delayed produce carries exactly one message: %w", ErrInvalid)
+		err = fmt.Errorf("a delayed produce carries exactly one message: %w", replica.ErrInvalid)
 	case req.DelayLevel != 0 && req.DeliverAt != 0:
-		err = fmt.Errorf("delay_level or deliver_at_ms, not both: %w", ErrInvalid)
+		err = fmt.Errorf("delay_level or deliver_at_ms, not both: %w", replica.ErrInvalid)
 	case req.DeliverAt != 0:
 		var m *store.Message
-		if m, err = n.ProduceAt(msgs[0], time.UnixMilli(req.DeliverAt)); err == nil {
+		if m, err = a.n.ProduceAt(msgs[0], time.UnixMilli(req.DeliverAt)); err == nil {
 			out = []*store.Message{m}
 		}
 	case req.DelayLevel != 0:
 		var m *store.Message
-		if m, err = n.ProduceDelayed(msgs[0], req.DelayLevel); err == nil {
+		if m, err = a.n.ProduceDelayed(msgs[0], req.DelayLevel); err == nil {
 			out = []*store.Message{m}
 		}
 	default:
-		out, err = n.Produce(msgs...)
+		out, err = a.n.Produce(msgs...)
 	}
 	if err != nil {
 		writeErr(w, err)
@@ -141,7 +156,7 @@ type popReq struct {
 	Filter      string `json:"filter"`
 }
 
-func (n *Node) handlePop(w http.ResponseWriter, r *http.Request) {
+func (a *api) handlePop(w http.ResponseWriter, r *http.Request) {
 	var req popReq
 	if !readJSON(w, r, &req) {
 		return
@@ -152,7 +167,7 @@ func (n *Node) handlePop(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(req.PollMS)*time.Millisecond+5*time.Second)
 	defer cancel()
-	res, err := n.Pop(ctx, pop.Request{Group: req.Group, Topic: req.Topic, QueueID: q, Max: req.Max,
+	res, err := a.n.Pop(ctx, pop.Request{Group: req.Group, Topic: req.Topic, QueueID: q, Max: req.Max,
 		Invisible: time.Duration(req.InvisibleMS) * time.Millisecond, Poll: time.Duration(req.PollMS) * time.Millisecond,
 		Filter: req.Filter, ClientID: r.RemoteAddr})
 	if err != nil {
@@ -175,24 +190,24 @@ type handleReq struct {
 	InvisibleMS int64  `json:"invisible_ms"`
 }
 
-func (n *Node) handleAck(w http.ResponseWriter, r *http.Request) {
+func (a *api) handleAck(w http.ResponseWriter, r *http.Request) {
 	var req handleReq
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if err := n.Ack(req.Handle); err != nil {
+	if err := a.n.Ack(req.Handle); err != nil {
 		writeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
-func (n *Node) handleChangeInvisible(w http.ResponseWriter, r *http.Request) {
+func (a *api) handleChangeInvisible(w http.ResponseWriter, r *http.Request) {
 	var req handleReq
 	if !readJSON(w, r, &req) {
 		return
 	}
-	h, err := n.ChangeInvisible(req.Handle, time.Duration(req.InvisibleMS)*time.Millisecond)
+	h, err := a.n.ChangeInvisible(req.Handle, time.Duration(req.InvisibleMS)*time.Millisecond)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -200,14 +215,14 @@ func (n *Node) handleChangeInvisible(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"handle": h})
 }
 
-func (n *Node) handleCancel(w http.ResponseWriter, r *http.Request) {
+func (a *api) handleCancel(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		UniqKey string `json:"uniq_key"`
 	}
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if err := n.CancelTimer(req.UniqKey); err != nil {
+	if err := a.n.CancelTimer(req.UniqKey); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -220,40 +235,40 @@ type memberReq struct {
 	HTTPAddr string `json:"http_addr"`
 }
 
-func (n *Node) handleAddMember(w http.ResponseWriter, r *http.Request) {
+func (a *api) handleAddMember(w http.ResponseWriter, r *http.Request) {
 	var req memberReq
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if err := n.AddMember(req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
+	if err := a.n.AddMember(req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, n.Status())
+	writeJSON(w, http.StatusOK, a.n.Status())
 }
 
-func (n *Node) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
+func (a *api) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
 	var req memberReq
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if err := n.RemoveMember(req.ID); err != nil {
+	if err := a.n.RemoveMember(req.ID); err != nil {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, n.Status())
+	writeJSON(w, http.StatusOK, a.n.Status())
 }
 
-func (n *Node) handleRead(w http.ResponseWriter, r *http.Request) {
+func (a *api) handleRead(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	queue, err1 := strconv.Atoi(q.Get("queue"))
 	offset, err2 := strconv.ParseInt(q.Get("offset"), 10, 64)
 	maxN, err3 := strconv.Atoi(q.Get("max"))
 	if err1 != nil || err2 != nil || err3 != nil {
-		writeErr(w, fmt.Errorf("read: queue, offset and max must be integers: %w", ErrInvalid))
+		writeErr(w, fmt.Errorf("read: queue, offset and max must be integers: %w", replica.ErrInvalid))
 		return
 	}
-	msgs, err := n.Read(q.Get("topic"), queue, offset, maxN)
+	msgs, err := a.n.Read(q.Get("topic"), queue, offset, maxN)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -273,7 +288,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeErr(w, fmt.Errorf("request body: %v: %w", err, ErrInvalid))
+		writeErr(w, fmt.Errorf("request body: %v: %w", err, replica.ErrInvalid))
 		return false
 	}
 	return true
@@ -288,19 +303,19 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // statusOf maps an error to its HTTP status.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, ErrInvalid), errors.Is(err, store.ErrInvalid), errors.Is(err, pop.ErrInvalid), errors.Is(err, schedule.ErrInvalid),
+	case errors.Is(err, replica.ErrInvalid), errors.Is(err, replica.ErrRejected), errors.Is(err, store.ErrInvalid), errors.Is(err, brokercore.ErrInvalid), errors.Is(err, pop.ErrInvalid), errors.Is(err, schedule.ErrInvalid),
 		errors.Is(err, pop.ErrBadHandle), errors.Is(err, store.ErrOffsetTooSmall):
 		return http.StatusBadRequest
-	case errors.Is(err, pop.ErrStaleHandle), errors.Is(err, ErrStaleEpoch),
-		errors.Is(err, ErrDuplicateMember), errors.Is(err, ErrLastVoter),
+	case errors.Is(err, pop.ErrStaleHandle), errors.Is(err, replica.ErrStaleEpoch),
+		errors.Is(err, replica.ErrDuplicateMember), errors.Is(err, replica.ErrLastVoter),
 		errors.Is(err, schedule.ErrDelivered), errors.Is(err, schedule.ErrCancelled):
 		return http.StatusConflict
-	case errors.Is(err, ErrUnknownMember), errors.Is(err, schedule.ErrTimerNotFound):
+	case errors.Is(err, replica.ErrUnknownMember), errors.Is(err, schedule.ErrTimerNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, ErrUnreachable):
+	case errors.Is(err, replica.ErrUnreachable):
 		return http.StatusBadGateway
-	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNotCommitted), errors.Is(err, pop.ErrLockTimeout),
-		errors.Is(err, pop.ErrTooManyWaiters), errors.Is(err, ErrClosed), errors.Is(err, pop.ErrClosed):
+	case errors.Is(err, replica.ErrNotLeader), errors.Is(err, replica.ErrNotCommitted), errors.Is(err, pop.ErrLockTimeout),
+		errors.Is(err, pop.ErrTooManyWaiters), errors.Is(err, replica.ErrClosed), errors.Is(err, pop.ErrClosed):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -5,33 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/stretchr/testify/require"
 )
-
-// httpCluster is an in-process cluster whose nodes also serve the HTTP API
-// on loopback.
-func httpCluster(t *testing.T) (*tcluster, map[string]string) {
-	lns := map[string]net.Listener{}
-	addrs := map[string]string{}
-	for _, id := range []string{"n1", "n2", "n3"} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		lns[id], addrs[id] = ln, ln.Addr().String()
-	}
-	c := newCluster(t, 3, func(cfg *Config) { cfg.HTTPAddr = addrs[cfg.ID] })
-	for id, ln := range lns {
-		srv := &http.Server{Handler: c.node(id).Handler()}
-		done := make(chan struct{})
-		go func() { defer close(done); _ = srv.Serve(ln) }()
-		t.Cleanup(func() { _ = srv.Close(); <-done })
-	}
-	return c, addrs
-}
 
 func post(t *testing.T, addr, path string, body any, out any) int {
 	t.Helper()
@@ -58,7 +39,7 @@ func TestHTTPFollowerRedirectsToLeaderAndTheAPIWorksEndToEnd(t *testing.T) {
 	l := c.leader()
 	require.Eventually(t, func() bool {
 		for _, n := range c.live() {
-			if n.LeaderHTTP() != addrs[l.ID()] {
+			if n.LeaderAddr() != addrs[l.ID()] {
 				return false
 			}
 		}
@@ -125,7 +106,7 @@ func TestHTTPFollowerRedirectsToLeaderAndTheAPIWorksEndToEnd(t *testing.T) {
 		require.Len(t, rr.Messages, 2, "node %s", id)
 		resp, err = http.Get("http://" + addr + "/status")
 		require.NoError(t, err)
-		var st Status
+		var st replica.Status
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 		resp.Body.Close()
 		require.Equal(t, id, st.ID)
@@ -143,9 +124,50 @@ func TestHTTPFollowerRedirectsToLeaderAndTheAPIWorksEndToEnd(t *testing.T) {
 
 func TestHTTPStatusCodesForErrors(t *testing.T) {
 	for err, code := range map[error]int{
-		ErrInvalid: 400, ErrNotLeader: 503, ErrNotCommitted: 503, ErrDuplicateMember: 409,
-		ErrLastVoter: 409, ErrUnknownMember: 404, ErrUnreachable: 502, errors.New("x"): 500,
+		replica.ErrInvalid: 400, replica.ErrRejected: 400, replica.ErrNotLeader: 503, &replica.NotLeaderError{}: 503,
+		replica.ErrNotCommitted: 503, replica.ErrDuplicateMember: 409,
+		replica.ErrLastVoter: 409, replica.ErrUnknownMember: 404, replica.ErrUnreachable: 502, errors.New("x"): 500,
 	} {
 		require.Equal(t, code, statusOf(err), "%v", err)
 	}
+}
+
+// The field report's produce that stopped every node for good: a topic of
+// 300 bytes (the store holds at most 255), or one key of 1.1 MB (metadata
+// is at most 1 MiB). The check before proposing is the library's own
+// (brokercore.CheckProduce): the produce is refused with 400, nothing is
+// proposed, and the cluster keeps working.
+func TestHTTPProduceTheStoreWouldRefuseIsRejectedBeforeRaft(t *testing.T) {
+	c, addrs := httpCluster(t)
+	l := c.leader()
+	before := l.Raft().LastIndex()
+	var bad msgsResp
+	require.Equal(t, 400, post(t, addrs[l.ID()], "/produce", produceReq{Topic: strings.Repeat("A", 300),
+		Messages: []msgJSON{{Body: "x"}}}, &bad))
+	require.NotEmpty(t, bad.Error)
+	require.Equal(t, 400, post(t, addrs[l.ID()], "/produce", produceReq{Topic: "t",
+		Messages: []msgJSON{{Body: "x", Keys: []string{strings.Repeat("k", 1100*1000)}}}}, &bad))
+	require.Equal(t, 400, post(t, addrs[l.ID()], "/produce", produceReq{Topic: "%DLQ%g",
+		Messages: []msgJSON{{Body: "x"}}}, &bad), "a reserved topic is not a client's")
+	require.Equal(t, before, l.Raft().LastIndex(), "nothing proposed")
+
+	var ok msgsResp
+	require.Equal(t, 200, post(t, addrs[l.ID()], "/produce", produceReq{Topic: "t",
+		Messages: []msgJSON{{Body: "good"}}}, &ok), "%s", ok.Error)
+	c.waitConverged()
+	for _, n := range c.live() {
+		require.Empty(t, n.Status().Failed, "node %s", n.ID())
+		require.Equal(t, int64(1), n.Store().Stats().LogNext)
+	}
+}
+
+func TestHTTPPopAndResetRefuseBadNames(t *testing.T) {
+	c, addrs := httpCluster(t)
+	l := c.leader()
+	before := l.Raft().LastIndex()
+	var bad msgsResp
+	require.Equal(t, 400, post(t, addrs[l.ID()], "/pop", popReq{Group: strings.Repeat("g", 300), Topic: "t"}, &bad))
+	require.Equal(t, 400, post(t, addrs[l.ID()], "/pop", popReq{Group: "g", Topic: "a b"}, &bad))
+	require.ErrorIs(t, l.ResetOffset(strings.Repeat("g", 300), "t", 0, 0), replica.ErrInvalid)
+	require.Equal(t, before, l.Raft().LastIndex(), "nothing proposed")
 }

@@ -16,15 +16,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
+	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/hashicorp/raft"
 )
 
@@ -40,7 +43,7 @@ func run(args []string) int {
 	data := fs.String("data", "cluster-data", "data directory (with -bootstrap: the parent of n1, n2, n3)")
 	cluster := fs.String("cluster", "", "expected cluster id (refuse another cluster's data directory)")
 	verbose := fs.Bool("v", false, "debug logging")
-	timeout := fs.Duration("heartbeat", DefaultHeartbeatTimeout, "raft heartbeat and election timeout (failover takes about twice this)")
+	timeout := fs.Duration("heartbeat", replica.DefaultHeartbeatTimeout, "raft heartbeat and election timeout (failover takes about twice this)")
 	logStore := fs.String("log-store", "", `raft log: "segment" (one fsync per batch) or "bolt"; default: the data directory's, "segment" for a new one`)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -54,9 +57,9 @@ func run(args []string) int {
 	defer stop()
 	var err error
 	if *bootstrap {
-		err = runLocal(ctx, *data, log)
+		err = runLocal(ctx, *data, log, os.Stderr)
 	} else {
-		err = runNode(ctx, Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, HTTPAddr: *httpAddr, ClusterID: *cluster, Logger: log,
+		err = runNode(ctx, replica.Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, Addr: *httpAddr, ClusterID: *cluster, Logger: log,
 			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout, LogStore: *logStore}, *join)
 	}
 	if err != nil {
@@ -68,25 +71,30 @@ func run(args []string) int {
 
 // server is a node with its HTTP API.
 type server struct {
-	node *Node
+	node *replica.Node
 	http *http.Server
 	done chan error
 }
 
-func serve(cfg Config) (*server, error) {
-	if cfg.HTTPAddr == "" {
-		return nil, fmt.Errorf("-http-addr is required: %w", ErrInvalid)
+func serve(cfg replica.Config) (*server, error) {
+	if cfg.Addr == "" {
+		return nil, fmt.Errorf("-http-addr is required: %w", replica.ErrInvalid)
 	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, err
 	}
-	n, err := Open(cfg)
+	var node *replica.Node
+	if cfg.Probe == nil {
+		cfg.Probe = func(id, _, addr string) error { return httpProbe(node, id, addr) }
+	}
+	n, err := replica.Open(cfg)
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
 	}
-	s := &server{node: n, http: &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}, done: make(chan error, 1)}
+	node = n
+	s := &server{node: n, http: &http.Server{Handler: Handler(n, cfg.Addr, cfg.Now), ReadHeaderTimeout: 5 * time.Second}, done: make(chan error, 1)}
 	go func() { s.done <- s.http.Serve(ln) }()
 	return s, nil
 }
@@ -101,9 +109,9 @@ func (s *server) close() error {
 	return errors.Join(err, s.node.Close())
 }
 
-func runNode(ctx context.Context, cfg Config, join string) error {
+func runNode(ctx context.Context, cfg replica.Config, join string) error {
 	if cfg.ID == "" || cfg.RaftAddr == "" {
-		return fmt.Errorf("-id, -raft-addr and -http-addr are required (or -bootstrap): %w", ErrInvalid)
+		return fmt.Errorf("-id, -raft-addr and -http-addr are required (or -bootstrap): %w", replica.ErrInvalid)
 	}
 	fresh, err := isFresh(cfg.Dir)
 	if err != nil {
@@ -117,20 +125,45 @@ func runNode(ctx context.Context, cfg Config, join string) error {
 		return err
 	}
 	if join != "" && fresh {
-		if err := joinCluster(ctx, join, memberReq{ID: cfg.ID, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.HTTPAddr}); err != nil {
+		if err := joinCluster(ctx, join, memberReq{ID: cfg.ID, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.Addr}); err != nil {
 			_ = s.close()
 			return err
 		}
 	}
-	cfg.Logger.Info("cluster: node up", "node", cfg.ID, "raft_addr", cfg.RaftAddr, "http_addr", cfg.HTTPAddr)
+	cfg.Logger.Info("cluster: node up", "node", cfg.ID, "raft_addr", cfg.RaftAddr, "http_addr", cfg.Addr)
 	<-ctx.Done()
 	return s.close()
 }
 
 // isFresh reports whether dir holds no raft state yet.
 func isFresh(dir string) (bool, error) {
-	have, err := existingLogStore(dir)
-	return have == "", err
+	has, err := replica.HasState(dir)
+	return !has, err
+}
+
+// httpProbe is the replica's Probe: the node to add must answer /status
+// as the node it is added as, and belong to no other cluster.
+func httpProbe(n *replica.Node, id, httpAddr string) error {
+	if httpAddr == "" {
+		return fmt.Errorf("no http address to probe")
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + httpAddr + "/status")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var s replica.Status
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return fmt.Errorf("status: %v", err)
+	}
+	if s.ID != id {
+		return fmt.Errorf("%s answers as node %q", httpAddr, s.ID)
+	}
+	if s.Cluster != "" && s.Cluster != n.Status().Cluster {
+		return fmt.Errorf("%s belongs to cluster %q", httpAddr, s.Cluster)
+	}
+	return nil
 }
 
 // joinCluster asks a member to add this node, following redirects to the
@@ -166,14 +199,67 @@ func joinCluster(ctx context.Context, addr string, req memberReq) error {
 	return last
 }
 
-// runLocal runs three nodes on loopback in this process.
-func runLocal(ctx context.Context, data string, log *slog.Logger) error {
+// The -bootstrap cluster's addresses when they are free: raft on
+// 127.0.0.1:7001-7003, HTTP on 127.0.0.1:8001-8003.
+const (
+	localRaftPort = 7001
+	localHTTPPort = 8001
+)
+
+// localAddrs returns the raft and HTTP addresses of -bootstrap's three
+// nodes: the default ports when all six are free, else six free ports the
+// system picked (the program prints whichever it uses).
+func localAddrs() (raftAddrs, httpAddrs []string, err error) {
+	for i := range 3 {
+		raftAddrs = append(raftAddrs, fmt.Sprintf("127.0.0.1:%d", localRaftPort+i))
+		httpAddrs = append(httpAddrs, fmt.Sprintf("127.0.0.1:%d", localHTTPPort+i))
+	}
+	all := append(slices.Clone(raftAddrs), httpAddrs...)
+	if free(all) {
+		return raftAddrs, httpAddrs, nil
+	}
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	picked := make([]string, len(all))
+	for i := range picked {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		lns = append(lns, ln) // held until all six are picked, so they differ
+		picked[i] = ln.Addr().String()
+	}
+	return picked[:3], picked[3:], nil
+}
+
+// free reports whether every address can be listened on now.
+func free(addrs []string) bool {
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return false
+		}
+		_ = ln.Close()
+	}
+	return true
+}
+
+// runLocal runs three nodes on loopback in this process and prints their
+// addresses to out.
+func runLocal(ctx context.Context, data string, log *slog.Logger, out io.Writer) error {
+	raftAddrs, httpAddrs, err := localAddrs()
+	if err != nil {
+		return err
+	}
 	var servers []raft.Server
-	cfgs := make([]Config, 3)
+	cfgs := make([]replica.Config, 3)
 	for i := range cfgs {
 		id := fmt.Sprintf("n%d", i+1)
-		cfgs[i] = Config{ID: id, Dir: filepath.Join(data, id), RaftAddr: fmt.Sprintf("127.0.0.1:%d", 7001+i),
-			HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 8001+i), Logger: log}
+		cfgs[i] = replica.Config{ID: id, Dir: filepath.Join(data, id), RaftAddr: raftAddrs[i], Addr: httpAddrs[i], Logger: log}
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(cfgs[i].RaftAddr)})
 	}
 	var up []*server
@@ -184,20 +270,24 @@ func runLocal(ctx context.Context, data string, log *slog.Logger) error {
 		}
 		return errors.Join(errs...)
 	}
+	bootAddrs := map[string]string{}
 	for _, cfg := range cfgs {
-		cfg.Bootstrap = servers
+		bootAddrs[cfg.ID] = cfg.Addr
+	}
+	for _, cfg := range cfgs {
+		cfg.Bootstrap, cfg.BootstrapAddrs = servers, bootAddrs
 		s, err := serve(cfg)
 		if err != nil {
 			return errors.Join(err, closeAll())
 		}
 		up = append(up, s)
 	}
-	fmt.Fprintf(os.Stderr, `3 nodes up: HTTP on 127.0.0.1:8001, :8002, :8003 (data in %s). Try:
-  curl -sL 127.0.0.1:8002/produce -d '{"topic":"t","queue":0,"messages":[{"body":"hello"}]}'
-  curl -sL 127.0.0.1:8001/pop -d '{"group":"g","topic":"t","queue":0,"max":8}'
-  curl -s 127.0.0.1:8003/status
+	fmt.Fprintf(out, `3 nodes up: HTTP on %s, %s, %s (data in %s). Try:
+  curl -sL %s/produce -d '{"topic":"t","queue":0,"messages":[{"body":"hello"}]}'
+  curl -sL %s/pop -d '{"group":"g","topic":"t","queue":0,"max":8}'
+  curl -s %s/status
 Ctrl-C stops them.
-`, data)
+`, httpAddrs[0], httpAddrs[1], httpAddrs[2], data, httpAddrs[1], httpAddrs[0], httpAddrs[2])
 	<-ctx.Done()
 	return closeAll()
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/stretchr/testify/require"
 )
 
@@ -60,8 +61,8 @@ func (p *proc) stop(sig syscall.Signal) error {
 	return err
 }
 
-func getStatus(addr string) (Status, error) {
-	var s Status
+func getStatus(addr string) (replica.Status, error) {
+	var s replica.Status
 	c := http.Client{Timeout: time.Second}
 	resp, err := c.Get("http://" + addr + "/status")
 	if err != nil {
@@ -211,4 +212,23 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// requireAckedOnceInOrder: every acknowledged sequence number is in got
+// exactly once, and they appear in acknowledgement order.
+func requireAckedOnceInOrder(t testing.TB, acked, got []int64) {
+	t.Helper()
+	pos := map[int64]int{}
+	for i, s := range got {
+		_, dup := pos[s]
+		require.False(t, dup, "sequence %d stored twice", s)
+		pos[s] = i
+	}
+	last := -1
+	for _, s := range acked {
+		i, ok := pos[s]
+		require.True(t, ok, "acknowledged sequence %d lost", s)
+		require.Greater(t, i, last, "acknowledged sequence %d out of order", s)
+		last = i
+	}
 }

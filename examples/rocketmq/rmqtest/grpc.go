@@ -23,6 +23,11 @@ func withGRPC(cfg *server.Config) {
 			CertDir:    filepath.Join(dir, "grpc"),
 			Logger:     s.Logger().With("pkg", "grpc"),
 			QueueCount: func(topic string) (int, error) { return s.Topics().Ensure(topic, 0) },
+			ACL:        s.ACL(),
+
+			// The admin tables: FIFO groups and topic message types.
+			GroupFIFO:        s.Groups().Orderly,
+			TopicMessageType: s.TopicConfigs().MessageType,
 		})
 		if err != nil {
 			return nil, err

@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/acl"
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
@@ -87,6 +89,15 @@ type Config struct {
 	Core brokercore.Options
 	// Logger receives every component's lines (nil = discard).
 	Logger *slog.Logger
+	// ACL, if set, is the access control of every listener: remoting and
+	// gRPC requests are authenticated and authorized, admin calls and
+	// /metrics need HTTP Basic credentials (see auth.go). Nil = off, and
+	// then every listen address must be loopback unless
+	// InsecureAllowRemote.
+	ACL                 *acl.Authorizer
+	InsecureAllowRemote bool
+	// PublicMetrics serves /metrics without credentials while ACL is on.
+	PublicMetrics bool
 }
 
 // Server is the running program.
@@ -106,6 +117,10 @@ type Server struct {
 	wg      sync.WaitGroup
 	once    sync.Once
 	closeEr error
+
+	// groups and topicConfigs: the admin tables (admin.go).
+	groups       *meta.Groups
+	topicConfigs *meta.Topics
 }
 
 // Start opens the core and starts every listener. On error everything
@@ -148,6 +163,7 @@ func Start(cfg Config) (s *Server, err error) {
 			return s, fmt.Errorf("grpc listener: %w", err)
 		}
 	}
+	s.startTransactions() // server/txn.go
 	s.log.Info("rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "metrics", s.MetricsAddr(),
 		"grpc", s.GRPCAddr(), "dir", cfg.Dir)
 	return s, nil
@@ -177,7 +193,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	default:
 		return cfg, fmt.Errorf("server: Flush %q: want sync or async", cfg.Flush)
 	}
-	return cfg, nil
+	return cfg, cfg.checkListen()
 }
 
 // open opens the topic table, the core and the handlers.
@@ -192,13 +208,17 @@ func (s *Server) open() (err error) {
 	if s.core, err = brokercore.Open(cfg.Dir, coreOptions(cfg, &late)); err != nil {
 		return err
 	}
+	if err := s.openMeta(); err != nil { // admin.go
+		return err
+	}
 	s.broker = broker.NewBroker(s.core, s.topics, broker.BrokerOptions{Addr: s.brAddr,
-		ResetNotifyDelay: cfg.ResetNotifyDelay, AsyncFlush: cfg.Flush == "async", Logger: cfg.Logger})
+		ResetNotifyDelay: cfg.ResetNotifyDelay, AsyncFlush: cfg.Flush == "async", Logger: cfg.Logger,
+		Groups: s.groups, TopicConfigs: s.topicConfigs})
 	late.Store(s.broker)
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
-		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger})
-	s.nsrv = transport.NewServer(ns, transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
-	s.bsrv = transport.NewServer(s.broker, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
+		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger, TopicConfig: s.routeConfig})
+	s.nsrv = transport.NewServer(s.guard(ns, "namesrv"), transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
+	s.bsrv = transport.NewServer(s.guard(s.broker, "broker"), transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
 	return nil
 }
 

@@ -22,6 +22,10 @@ type NameServerOptions struct {
 	// the first send; consumers of a topic nobody sent to fail to start.
 	NoAutoCreate bool
 	Logger       *slog.Logger
+
+	// TopicConfig, if set, gives the read and write queue numbers and
+	// permission an admin set for a topic (admin.go); ok false = defaults.
+	TopicConfig func(topic string) (read, write, perm int, ok bool)
 }
 
 func (o NameServerOptions) withDefaults() NameServerOptions {

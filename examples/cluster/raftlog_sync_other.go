@@ -1,8 +1,0 @@
-//go:build !linux
-
-package main
-
-import "github.com/brokercore/brokercore/internal/fsx"
-
-// datasync is fsync where fdatasync is not available.
-func datasync(f fsx.File) error { return f.Sync() }

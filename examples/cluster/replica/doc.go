@@ -1,0 +1,32 @@
+// Package replica replicates a brokercore core over hashicorp/raft, for a
+// host to wire into its own protocol server (examples/cluster's HTTP API is
+// one such host).
+//
+// A Node is one member: a raft voter whose state machine feeds a local
+// store.Store, and — while it leads — a pop service and a scheduler over
+// that store, built fresh for every term over the replicated state:
+//
+//   - Produce (one atomic batch; ProduceDelayed, ProduceAt for the
+//     scheduler) is acknowledged once a majority has it on disk; every
+//     node assigns the same offsets and timestamps.
+//   - Pop, Ack, ChangeInvisible run on the leader; acknowledged consumer
+//     offsets are committed through raft every Config.CommitEvery, and
+//     ResetOffset moves one (with a new epoch that fences older acks).
+//   - The scheduler's deliveries are raft entries that carry its progress
+//     and apply only on top of the progress they started from, so a
+//     deposed leader delivers nothing and a retried delivery nothing twice.
+//   - AddMember / RemoveMember change the voters; every member's client
+//     address (Config.Addr) is replicated before it votes.
+//   - Snapshots carry the store and the small state; a node far behind
+//     catches up from one.
+//
+// Writes need the leader. A follower answers a *NotLeaderError
+// (errors.Is(err, ErrNotLeader)) naming the leader's raft id and client
+// address, for the host to redirect (Leader() says the same). Bad input is
+// refused before anything is proposed (ErrInvalid; produces are checked
+// with brokercore.CheckProduce). An entry the state machine refuses anyway
+// is a replicated, deterministic rejection (ErrRejected): every node
+// decides the same and goes on. ErrNotCommitted means raft did not confirm
+// the entry: it may still be committed by the next leader, so clients that
+// retry should deduplicate by message keys.
+package replica
