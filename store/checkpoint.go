@@ -63,7 +63,17 @@ const (
 )
 
 func (c *checkpoint) encode() []byte {
-	b := make([]byte, 0, 64+32*len(c.queues))
+	var qs []byte
+	for _, q := range c.queues {
+		qs = appendCkptQueue(qs, q)
+	}
+	return c.encodeWith(nil, len(c.queues), qs)
+}
+
+// encodeWith appends to b the checkpoint with nq queues already encoded (in
+// order) in qs by appendCkptQueue; c.queues is not used.
+func (c *checkpoint) encodeWith(b []byte, nq int, qs []byte) []byte {
+	b = slices.Grow(b[:0], 64+len(qs))
 	b = append(b, ckptMagic...)
 	var flags byte
 	if c.indexValid {
@@ -79,16 +89,18 @@ func (c *checkpoint) encode() []byte {
 	b = binary.AppendUvarint(b, c.journalGen)
 	b = binary.AppendUvarint(b, uint64(c.journalSize))
 	b = binary.AppendUvarint(b, uint64(c.logFlushed))
-	b = binary.AppendUvarint(b, uint64(len(c.queues)))
-	for _, q := range c.queues {
-		b = appendString(b, q.topic)
-		b = binary.AppendUvarint(b, uint64(q.id))
-		b = binary.AppendUvarint(b, uint64(q.next))
-		b = binary.AppendUvarint(b, uint64(q.min))
-		b = binary.AppendVarint(b, q.lastLog)
-		b = binary.AppendUvarint(b, uint64(q.flushed))
-	}
+	b = binary.AppendUvarint(b, uint64(nq))
+	b = append(b, qs...)
 	return binary.LittleEndian.AppendUint32(b, crc.Checksum(b))
+}
+
+func appendCkptQueue(b []byte, q ckptQueue) []byte {
+	b = appendString(b, q.topic)
+	b = binary.AppendUvarint(b, uint64(q.id))
+	b = binary.AppendUvarint(b, uint64(q.next))
+	b = binary.AppendUvarint(b, uint64(q.min))
+	b = binary.AppendVarint(b, q.lastLog)
+	return binary.AppendUvarint(b, uint64(q.flushed))
 }
 
 // decodeCheckpoint never panics; anything malformed is ErrCorrupt.
@@ -176,18 +188,21 @@ func readCheckpoint(fsys fsx.FS, dir string) (*checkpoint, error) {
 }
 
 func writeCheckpoint(fsys fsx.FS, dir string, c *checkpoint) error {
-	if err := fsx.WriteFile(fsys, filepath.Join(dir, ckptFile), c.encode(), 0o640); err != nil {
+	return writeCheckpointBytes(fsys, dir, c.encode())
+}
+
+func writeCheckpointBytes(fsys fsx.FS, dir string, b []byte) error {
+	if err := fsx.WriteFile(fsys, filepath.Join(dir, ckptFile), b, 0o640); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	return nil
 }
 
-// sortQueues orders checkpoint queues so the file is deterministic.
-func sortQueues(qs []ckptQueue) {
-	slices.SortFunc(qs, func(a, b ckptQueue) int {
-		if c := strings.Compare(a.topic, b.topic); c != 0 {
-			return c
-		}
-		return a.id - b.id
-	})
+// compareQueues orders checkpoint queues (by topic, then id) so the file is
+// deterministic.
+func compareQueues(a, b *queue) int {
+	if c := strings.Compare(a.topic, b.topic); c != 0 {
+		return c
+	}
+	return a.id - b.id
 }

@@ -299,6 +299,8 @@ func (s *Store) queue(topic string, id int, create bool) (*queue, error) {
 	}
 	s.queues[topic][id] = q
 	s.nq++
+	s.order = append(s.order, q)
+	s.orderSorted = false
 	return q, nil
 }
 

@@ -43,14 +43,18 @@ type Store struct {
 	filesClosed bool
 	failErr     error
 
-	queues     map[string]map[int]*queue
-	nq         int
-	segs       []*segment // in order; the last one is being written
-	lidx       *indexFile // log offset -> entry, for ReadAt
-	dirty      []*indexFile
-	jr         *journal // the index journal (journal.go)
-	oldJournal *journal // the generation before a compaction, until a checkpoint names the new one
-	jgen       uint64   // the newest journal generation used
+	queues      map[string]map[int]*queue
+	nq          int
+	order       []*queue // every queue, sorted by (topic, id) when orderSorted (the checkpoint's order)
+	orderSorted bool
+	// The checkpoint's buffers (ckptMu): its queues, encoded, and the file.
+	ckptQueues, ckptOut []byte
+	segs                []*segment // in order; the last one is being written
+	lidx                *indexFile // log offset -> entry, for ReadAt
+	dirty               []*indexFile
+	jr                  *journal // the index journal (journal.go)
+	oldJournal          *journal // the generation before a compaction, until a checkpoint names the new one
+	jgen                uint64   // the newest journal generation used
 
 	tailStart uint64 // first wal index of the segment being written
 	tailSize  int64  // its bytes, as the store placed them (verified against the file)
@@ -369,6 +373,7 @@ func (s *Store) closeIndex() {
 	s.lidx = nil
 	s.queues = map[string]map[int]*queue{}
 	s.nq = 0
+	s.order = nil
 	s.dirty = nil
 	s.lastStored = time.Time{}
 }
