@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -99,4 +100,24 @@ func TestCheckpointAllocatesLittleAtManyQueues(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	perCkpt := (after.TotalAlloc - before.TotalAlloc) / rounds
 	assert.Less(t, perCkpt, uint64(64<<10), "%d bytes allocated per checkpoint at %d queues", perCkpt, queues)
+}
+
+// A queue keeps less than 4 KiB of buffered index entries once a checkpoint
+// has passed, even after it took more than 64 KiB of entries between two
+// checkpoints (its buffer does not keep that capacity).
+func TestCheckpointReleasesAQueuesLargeIndexBuffer(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{Sync: SyncNone})
+	defer s.Close()
+	for i := range maxBuffered/entrySize + 100 {
+		require.NoError(t, s.Append(msg("t", 0, strconv.Itoa(i))))
+	}
+	require.NoError(t, s.checkpoint())
+	s.mu.RLock()
+	got := cap(s.queues["t"][0].idx.buf)
+	s.mu.RUnlock()
+	assert.LessOrEqual(t, got, flushBytes)
+	ms, err := s.Read("t", 0, maxBuffered/entrySize-1, 3)
+	require.NoError(t, err)
+	require.Len(t, ms, 3)
+	assert.Equal(t, strconv.Itoa(maxBuffered/entrySize-1), string(ms[0].Body))
 }

@@ -215,6 +215,12 @@ func (s *Store) persistIndex() error {
 		}
 		x.journaled = x.next()
 		x.queued = false
+		if cap(x.buf) > flushBytes {
+			// What is left is under flushBytes: a queue that once took
+			// maxBuffered between two checkpoints does not keep that much
+			// memory for good.
+			x.buf = append([]byte(nil), x.buf...)
+		}
 	}
 	clear(s.dirty)
 	s.dirty = s.dirty[:0]
