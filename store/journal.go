@@ -200,10 +200,12 @@ func (s *Store) persistIndex() error {
 	if s.jr.size >= journalMax {
 		return s.compactJournal()
 	}
+	k := 0 // s.dirty[:k]: buffers kept on the list for the next checkpoint
 	for i, x := range s.dirty {
+		took := x.next() - x.journaled // entries since the last checkpoint
 		if len(x.buf) >= flushBytes {
 			if err := x.flush(); err != nil {
-				s.dirty = append(s.dirty[:0], s.dirty[i:]...)
+				s.dirty = append(s.dirty[:k], s.dirty[i:]...)
 				return err
 			}
 		} else if x.journaled < x.next() {
@@ -216,15 +218,30 @@ func (s *Store) persistIndex() error {
 		x.journaled = x.next()
 		x.queued = false
 		if cap(x.buf) > flushBytes {
-			// What is left is under flushBytes: a queue that once took
-			// maxBuffered between two checkpoints does not keep that much
-			// memory for good.
-			x.buf = append([]byte(nil), x.buf...)
+			if took*entrySize >= flushBytes {
+				// Busy: it keeps its buffer, and stays on the list so
+				// the first checkpoint it is quiet for releases it.
+				x.queued = true
+				s.dirty[k] = x
+				k++
+			} else {
+				x.buf = shrunk(x.buf)
+			}
 		}
 	}
-	clear(s.dirty)
-	s.dirty = s.dirty[:0]
+	clear(s.dirty[k:])
+	s.dirty = s.dirty[:k]
 	return s.jr.writeBlock()
+}
+
+// shrunk is buf (under flushBytes once a checkpoint has passed) without the
+// capacity a busy period left it: a queue that once took maxBuffered of
+// entries between two checkpoints does not keep that memory for good.
+func shrunk(buf []byte) []byte {
+	if len(buf) == 0 {
+		return nil
+	}
+	return append([]byte(nil), buf...)
 }
 
 // compactJournal starts a new journal generation holding every entry still
@@ -244,6 +261,9 @@ func (s *Store) compactJournal() error {
 			next.addRecord(topic, id, x, x.flushed)
 		}
 		x.journaled, x.queued = x.next(), false
+		if cap(x.buf) > flushBytes {
+			x.buf = shrunk(x.buf)
+		}
 		return nil
 	}
 	err = add("", 0, s.lidx)
