@@ -1,0 +1,107 @@
+package grpcapi
+
+import (
+	"context"
+	"sync/atomic"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc/stats"
+)
+
+// A client id belongs to the connection that registered it (its Heartbeat
+// or Telemetry settings) and, with ACL, to the access key that signed
+// that: another connection may neither unregister it
+// (NotifyClientTermination) nor register as it (FORBIDDEN) until the
+// owning connection is closed or the client expired. peer.Addr alone would
+// do while a connection lives, but an address is reused; the connection
+// tag of the stats handler is not.
+
+// conn is one HTTP/2 connection, tagged by connTracker.
+type conn struct {
+	peer string
+	gone atomic.Bool // the connection ended
+}
+
+type connKey struct{}
+
+// connTracker tags every connection and marks it gone when it ends.
+type connTracker struct{}
+
+func (connTracker) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (connTracker) HandleRPC(context.Context, stats.RPCStats)                       {}
+
+func (connTracker) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
+	c := &conn{}
+	if info.RemoteAddr != nil {
+		c.peer = info.RemoteAddr.String()
+	}
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+func (connTracker) HandleConn(ctx context.Context, s stats.ConnStats) {
+	if _, ok := s.(*stats.ConnEnd); ok {
+		if c, ok := ctx.Value(connKey{}).(*conn); ok {
+			c.gone.Store(true)
+		}
+	}
+}
+
+// connOf is the connection a call came on (nil outside a served call).
+func connOf(ctx context.Context) *conn {
+	c, _ := ctx.Value(connKey{}).(*conn)
+	return c
+}
+
+type userKey struct{}
+
+// userOf is the access key that signed the call ("" without ACL).
+func userOf(ctx context.Context) string {
+	u, _ := ctx.Value(userKey{}).(string)
+	return u
+}
+
+// owner is who registered a client id.
+type owner struct {
+	conn *conn
+	user string
+}
+
+// refuses reports whether o keeps the id from the caller (cn, user): an
+// access key other than o's, or a connection other than o's still open.
+func (o owner) refuses(cn *conn, user string) bool {
+	if o.conn == nil || cn == nil {
+		return false
+	}
+	if o.user != user {
+		return true
+	}
+	return o.conn != cn && !o.conn.gone.Load()
+}
+
+func (o owner) peer() string {
+	if o.conn == nil {
+		return ""
+	}
+	return o.conn.peer
+}
+
+// claim binds id to the caller's connection, or refuses with FORBIDDEN
+// (logged at WARN) while another connection or access key holds it.
+func (s *Server) claim(ctx context.Context, call, id string) *v2.Status {
+	cn, user := connOf(ctx), userOf(ctx)
+	held, ok := s.clients.claim(id, cn, user, s.opts.Now())
+	if ok {
+		return nil
+	}
+	return s.refuseSpoof(ctx, call, id, held)
+}
+
+func (s *Server) refuseSpoof(ctx context.Context, call, id string, held owner) *v2.Status {
+	peer := ""
+	if cn := connOf(ctx); cn != nil {
+		peer = cn.peer
+	}
+	s.log.Warn("grpcapi: client id held by another connection", "call", call, "client", id,
+		"owner_peer", held.peer(), "owner_user", held.user, "peer", peer, "user", userOf(ctx))
+	return status(v2.Code_FORBIDDEN, "client id %q is registered by another connection", id)
+}
