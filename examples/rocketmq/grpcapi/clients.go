@@ -68,7 +68,7 @@ func (t *clientTable) touch(id string, now time.Time, f func(*clientInfo)) {
 
 // claim binds id to (cn, user) unless its owner refuses them (conns.go);
 // refused, it returns the owner and changes nothing.
-func (t *clientTable) claim(id string, cn *conn, user string, now time.Time) (owner, bool) {
+func (t *clientTable) claim(id string, cn *conn, user string, now, cutoff time.Time) (owner, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := t.m[id]
@@ -76,21 +76,21 @@ func (t *clientTable) claim(id string, cn *conn, user string, now time.Time) (ow
 		c = &clientInfo{}
 		t.m[id] = c
 	}
-	if c.owner.refuses(cn, user) {
+	if c.owner.refuses(cn, user, cutoff) {
 		return c.owner, false
 	}
 	if cn != nil {
-		c.owner = owner{conn: cn, user: user}
+		c.owner = owner{conn: cn, user: user, at: now}
 	}
 	c.lastSeen = now
 	return owner{}, true
 }
 
 // forgetBy forgets id unless its owner refuses (cn, user).
-func (t *clientTable) forgetBy(id string, cn *conn, user string) (owner, bool) {
+func (t *clientTable) forgetBy(id string, cn *conn, user string, cutoff time.Time) (owner, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c := t.m[id]; c != nil && c.owner.refuses(cn, user) {
+	if c := t.m[id]; c != nil && c.owner.refuses(cn, user, cutoff) {
 		return c.owner, false
 	}
 	delete(t.m, id)

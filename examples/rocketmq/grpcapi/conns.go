@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"google.golang.org/grpc/stats"
@@ -60,16 +61,20 @@ func userOf(ctx context.Context) string {
 	return u
 }
 
-// owner is who registered a client id.
+// owner is who registered a client id, and when it last claimed it.
 type owner struct {
 	conn *conn
 	user string
+	at   time.Time
 }
 
 // refuses reports whether o keeps the id from the caller (cn, user): an
-// access key other than o's, or a connection other than o's still open.
-func (o owner) refuses(cn *conn, user string) bool {
-	if o.conn == nil || cn == nil {
+// access key other than o's, or a connection other than o's still open —
+// unless o has been silent since cutoff (its heartbeats stopped: a client
+// whose old connection is half-open reconnects and is let in once it
+// expired, as its calls on the new connection keep the entry itself alive).
+func (o owner) refuses(cn *conn, user string, cutoff time.Time) bool {
+	if o.conn == nil || cn == nil || o.at.Before(cutoff) {
 		return false
 	}
 	if o.user != user {
@@ -89,7 +94,8 @@ func (o owner) peer() string {
 // (logged at WARN) while another connection or access key holds it.
 func (s *Server) claim(ctx context.Context, call, id string) *v2.Status {
 	cn, user := connOf(ctx), userOf(ctx)
-	held, ok := s.clients.claim(id, cn, user, s.opts.Now())
+	now := s.opts.Now()
+	held, ok := s.clients.claim(id, cn, user, now, now.Add(-s.opts.ClientExpiry))
 	if ok {
 		return nil
 	}

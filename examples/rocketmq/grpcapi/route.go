@@ -198,7 +198,7 @@ func (s *Server) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.H
 // that registered it may (conns.go).
 func (s *Server) NotifyClientTermination(ctx context.Context, req *v2.NotifyClientTerminationRequest) (*v2.NotifyClientTerminationResponse, error) {
 	id := clientID(ctx)
-	if held, ok := s.clients.forgetBy(id, connOf(ctx), userOf(ctx)); !ok {
+	if held, ok := s.clients.forgetBy(id, connOf(ctx), userOf(ctx), s.opts.Now().Add(-s.opts.ClientExpiry)); !ok {
 		return &v2.NotifyClientTerminationResponse{Status: s.refuseSpoof(ctx, "NotifyClientTermination", id, held)}, nil
 	}
 	if group := req.GetGroup().GetName(); group != "" {

@@ -154,3 +154,24 @@ func TestClientIDTelemetryFromAnotherConnectionRegistersNothing(t *testing.T) {
 	assert.Equal(t, []string{"A"}, clientIDs(b, "g"))
 	require.NoError(t, stream.CloseSend())
 }
+
+// TestClientIDFreeOnceItsOwnerIsSilent: a client whose old connection the
+// server still thinks open (half-open after a network cut) gets its id
+// back once the old connection has been silent for ClientExpiry.
+func TestClientIDFreeOnceItsOwnerIsSilent(t *testing.T) {
+	t.Parallel()
+	clk := &aclClock{}
+	b := startBroker(t, grpcapi.Options{Now: clk.Now})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctxA := asClient(ctx, "A")
+	require.Equal(t, v2.Code_OK, consumerHeartbeat(ctxA, t, rawClient(t, b.endpoint), "g"))
+
+	again := rawClient(t, b.endpoint)
+	require.Equal(t, v2.Code_FORBIDDEN, consumerHeartbeat(ctxA, t, again, "g"))
+	clk.Advance(grpcapi.DefaultClientExpiry - time.Second)
+	require.Equal(t, v2.Code_FORBIDDEN, consumerHeartbeat(ctxA, t, again, "g"), "the owner is not silent for long enough yet")
+	clk.Advance(2 * time.Second)
+	require.Equal(t, v2.Code_OK, consumerHeartbeat(ctxA, t, again, "g"))
+	assert.Equal(t, []string{"A"}, clientIDs(b, "g"))
+}
