@@ -54,7 +54,7 @@ type caller struct {
 func (s *Server) authenticate(ctx context.Context) (caller, *v2.Status) {
 	var c caller
 	if p, ok := peer.FromContext(ctx); ok {
-		if ta, ok := p.Addr.(*net.TCPAddr); ok {
+		if ta, ok := remoteAddr(p.Addr).(*net.TCPAddr); ok {
 			c.ip = ta.AddrPort().Addr().Unmap()
 		}
 	}

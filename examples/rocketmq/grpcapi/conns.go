@@ -2,55 +2,75 @@ package grpcapi
 
 import (
 	"context"
+	"net"
 	"sync/atomic"
 	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
-	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/peer"
 )
 
 // A client id belongs to the connection that registered it (its Heartbeat
 // or Telemetry settings) and, with ACL, to the access key that signed
 // that: another connection may neither unregister it
 // (NotifyClientTermination) nor register as it (FORBIDDEN) until the
-// owning connection is closed or the client expired. peer.Addr alone would
-// do while a connection lives, but an address is reused; the connection
-// tag of the stats handler is not.
+// owning connection is closed or its owner went silent for ClientExpiry.
+// peer.Addr's ip:port alone would do while a connection lives, but an
+// address is reused; the tag sniffListener gives each connection is not.
 
-// conn is one HTTP/2 connection, tagged by connTracker.
+// conn is one accepted connection (of one HTTP/2 client connection).
 type conn struct {
 	peer string
-	gone atomic.Bool // the connection ended
+	gone atomic.Bool // the connection was closed
 }
 
-type connKey struct{}
+// taggedConn is an accepted connection that carries its tag: gRPC puts its
+// RemoteAddr (a *connAddr) in every call's peer.Addr, and closes it when
+// the HTTP/2 connection ends, whichever side ended it.
+type taggedConn struct {
+	net.Conn
+	addr *connAddr
+}
 
-// connTracker tags every connection and marks it gone when it ends.
-type connTracker struct{}
+// connAddr is the remote address of a taggedConn, with its tag.
+type connAddr struct {
+	net.Addr
+	c *conn
+}
 
-func (connTracker) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (connTracker) HandleRPC(context.Context, stats.RPCStats)                       {}
-
-func (connTracker) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	c := &conn{}
-	if info.RemoteAddr != nil {
-		c.peer = info.RemoteAddr.String()
+func newTaggedConn(c net.Conn) *taggedConn {
+	ra := c.RemoteAddr()
+	tag := &conn{}
+	if ra != nil {
+		tag.peer = ra.String()
 	}
-	return context.WithValue(ctx, connKey{}, c)
+	return &taggedConn{Conn: c, addr: &connAddr{Addr: ra, c: tag}}
 }
 
-func (connTracker) HandleConn(ctx context.Context, s stats.ConnStats) {
-	if _, ok := s.(*stats.ConnEnd); ok {
-		if c, ok := ctx.Value(connKey{}).(*conn); ok {
-			c.gone.Store(true)
+func (c *taggedConn) RemoteAddr() net.Addr { return c.addr }
+
+func (c *taggedConn) Close() error {
+	c.addr.c.gone.Store(true)
+	return c.Conn.Close()
+}
+
+// remoteAddr is a call's peer address without its tag.
+func remoteAddr(a net.Addr) net.Addr {
+	if ca, ok := a.(*connAddr); ok {
+		return ca.Addr
+	}
+	return a
+}
+
+// connOf is the connection a call came on (nil when it came on a listener
+// other than the server's).
+func connOf(ctx context.Context) *conn {
+	if p, ok := peer.FromContext(ctx); ok {
+		if ca, ok := p.Addr.(*connAddr); ok {
+			return ca.c
 		}
 	}
-}
-
-// connOf is the connection a call came on (nil outside a served call).
-func connOf(ctx context.Context) *conn {
-	c, _ := ctx.Value(connKey{}).(*conn)
-	return c
+	return nil
 }
 
 type userKey struct{}

@@ -115,7 +115,6 @@ func (s *Server) grpcServer(impl v2.MessagingServiceServer) *grpc.Server {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout}),
 		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.SharedWriteBuffer(true),
-		grpc.StatsHandler(connTracker{}), // a client id's connection (conns.go)
 		grpc.ChainUnaryInterceptor(s.metrics.unary),
 		grpc.ChainStreamInterceptor(s.metrics.streaming),
 	}, s.aclServerOptions()...)...)
