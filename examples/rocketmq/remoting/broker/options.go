@@ -40,7 +40,10 @@ type BrokerOptions struct {
 	// other sends of its connection must join that group, not wait behind
 	// it.
 	AsyncFlush bool
-	Logger     *slog.Logger
+	// Writer, when set, takes every write over (see Writer): a replicated
+	// core. Sends then wait for it on their own goroutines.
+	Writer Writer
+	Logger *slog.Logger
 }
 
 func (o BrokerOptions) withDefaults() BrokerOptions {
@@ -61,6 +64,9 @@ func (o BrokerOptions) withDefaults() BrokerOptions {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Writer != nil {
+		o.AsyncFlush = false // a Writer's append waits for its log
 	}
 	return o
 }

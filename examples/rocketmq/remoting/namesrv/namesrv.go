@@ -64,11 +64,17 @@ type routeData struct {
 // Route returns the compact route JSON of a topic with n queues. The client
 // parses brokerAddrs by hand: it must hold no spaces.
 func (ns *NameServer) Route(n int) []byte {
+	addr := ns.opts.BrokerAddr
+	if f := ns.opts.LeaderAddr; f != nil {
+		if a := f(); a != "" {
+			addr = a
+		}
+	}
 	b, _ := json.Marshal(routeData{
 		QueueDatas: []queueData{{BrokerName: ns.opts.BrokerName, ReadQueueNums: n, WriteQueueNums: n,
 			Perm: PermRead | PermWrite}},
 		BrokerDatas: []brokerData{{Cluster: ns.opts.Cluster, BrokerName: ns.opts.BrokerName,
-			BrokerAddrs: map[string]string{"0": ns.opts.BrokerAddr}}},
+			BrokerAddrs: map[string]string{"0": addr}}},
 	})
 	return b
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,4 +89,22 @@ func TestRouteWithoutAutoCreateAndUnknownCode(t *testing.T) {
 	resp = call(&wire.Command{Code: 999, Serialize: wire.SerializeJSON})
 	require.Equal(t, wire.RequestCodeNotSupported, resp.Code)
 	require.Contains(t, resp.Remark, "999")
+}
+
+// A replicated cluster's name server routes to the leader it knows, its own
+// broker while it knows none.
+func TestRouteNamesTheLeader(t *testing.T) {
+	topics, err := broker.OpenTopics("", 4)
+	require.NoError(t, err)
+	var leader atomic.Value
+	leader.Store("")
+	call := serve(t, topics, namesrv.NameServerOptions{BrokerAddr: "127.0.0.1:10911",
+		LeaderAddr: func() string { return leader.Load().(string) }})
+	resp := call(route("orders"))
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	require.Contains(t, string(resp.Body), `"brokerAddrs":{"0":"127.0.0.1:10911"}`)
+	leader.Store("127.0.0.1:10922")
+	resp = call(route("orders"))
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	require.Contains(t, string(resp.Body), `"brokerAddrs":{"0":"127.0.0.1:10922"}`)
 }

@@ -21,7 +21,11 @@ type NameServerOptions struct {
 	// Producers then go through TBW102 and the broker creates the topic on
 	// the first send; consumers of a topic nobody sent to fail to start.
 	NoAutoCreate bool
-	Logger       *slog.Logger
+	// LeaderAddr, when set, names the broker address routes carry (a
+	// replicated cluster's leader, where writes must go); BrokerAddr when
+	// it answers "" (no leader known).
+	LeaderAddr func() string
+	Logger     *slog.Logger
 }
 
 func (o NameServerOptions) withDefaults() NameServerOptions {

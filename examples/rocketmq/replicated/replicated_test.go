@@ -1,0 +1,219 @@
+package replicated
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
+	"github.com/brokercore/brokercore/store"
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/require"
+)
+
+// cluster is n replicated nodes in this process, on 127.0.0.1.
+type cluster struct {
+	t      *testing.T
+	nodes  []*Server
+	trans  []*raft.NetworkTransport
+	closed []bool
+}
+
+func startCluster(t *testing.T, n int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, closed: make([]bool, n)}
+	var peers []Peer
+	for i := 0; i < n; i++ {
+		tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 4, 10*time.Second, io.Discard)
+		require.NoError(t, err)
+		c.trans = append(c.trans, tr)
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.LocalAddr())})
+	}
+	var log *slog.Logger
+	if os.Getenv("RMQTEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	for i, p := range peers {
+		s, err := Start(Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true,
+			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, Logger: log})
+		require.NoError(t, err)
+		c.nodes = append(c.nodes, s)
+	}
+	t.Cleanup(func() {
+		for i := range c.nodes {
+			c.stop(i)
+		}
+	})
+	return c
+}
+
+// stop closes node i and its raft transport.
+func (c *cluster) stop(i int) {
+	if c.closed[i] {
+		return
+	}
+	c.closed[i] = true
+	require.NoError(c.t, c.nodes[i].Close())
+	c.trans[i].CloseStreams()
+	_ = c.trans[i].Close()
+}
+
+// leader waits until one live node leads and every live node names its
+// broker address, and returns its index.
+func (c *cluster) leader(timeout time.Duration) int {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for i, s := range c.nodes {
+			if c.closed[i] || !s.Node().IsLeader() {
+				continue
+			}
+			agree := true
+			for j, o := range c.nodes {
+				if !c.closed[j] && o.Node().LeaderAddr() != s.BrokerAddr() {
+					agree = false
+				}
+			}
+			if agree {
+				return i
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("no leader named by every live node after %v", timeout)
+	return -1
+}
+
+func (c *cluster) nameServers() []string {
+	var ns []string
+	for _, s := range c.nodes {
+		ns = append(ns, s.NameSrvAddr())
+	}
+	return ns
+}
+
+// send sends one message with key until it is acknowledged (the client
+// gives up after its own retries; the application retries), and returns
+// the error of the last failed attempt, if any.
+func send(p rocketmq.Producer, topic, key string, until time.Time) error {
+	var last error
+	for time.Now().Before(until) {
+		m := primitive.NewMessage(topic, []byte("body-"+key))
+		m.WithKeys([]string{key})
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		r, err := p.SendSync(ctx, m)
+		cancel()
+		if err == nil && r.Status == primitive.SendOK {
+			return nil
+		}
+		last = fmt.Errorf("%v (result %v)", err, r)
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("not acknowledged: %w", last)
+}
+
+// The unchanged v2 producer and push consumer on a three-node cluster: every
+// send acknowledged before and after the leader is stopped is delivered.
+func TestLeaderStopLosesNoAcknowledgedSend(t *testing.T) {
+	c := startCluster(t, 3)
+	first := c.leader(30 * time.Second)
+	const topic, group = "orders", "g-ha"
+	p, err := rocketmq.NewProducer(producer.WithNameServer(c.nameServers()), producer.WithGroupName("pg-ha"),
+		producer.WithInstanceName(t.Name()+"-p"), producer.WithRetry(2))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	t.Cleanup(func() { _ = p.Shutdown() })
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	pc, err := rocketmq.NewPushConsumer(consumer.WithNameServer(c.nameServers()), consumer.WithGroupName(group),
+		consumer.WithInstance(t.Name()+"-c"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		for _, m := range msgs {
+			seen[m.GetKeys()]++
+		}
+		mu.Unlock()
+		return consumer.ConsumeSuccess, nil
+	}))
+	require.NoError(t, pc.Start())
+	t.Cleanup(func() { _ = pc.Shutdown() })
+
+	const before, after = 100, 100
+	var acked []string
+	for i := 0; i < before; i++ {
+		k := fmt.Sprintf("a%04d", i)
+		require.NoError(t, send(p, topic, k, time.Now().Add(30*time.Second)))
+		acked = append(acked, k)
+	}
+	require.Equal(t, uint64(before), c.nodes[first].Broker().Stats().Sent, "the leader took every send")
+
+	stopped := time.Now()
+	c.stop(first)
+	second := c.leader(30 * time.Second)
+	elected := time.Since(stopped)
+	// The client refreshes its routes every 30 s: give it two rounds.
+	require.NoError(t, send(p, topic, "b0000", time.Now().Add(75*time.Second)))
+	resumed := time.Since(stopped)
+	acked = append(acked, "b0000")
+	for i := 1; i < after; i++ {
+		k := fmt.Sprintf("b%04d", i)
+		require.NoError(t, send(p, topic, k, time.Now().Add(30*time.Second)))
+		acked = append(acked, k)
+	}
+	require.NotZero(t, c.nodes[second].Broker().Stats().Sent, "the new leader took the sends after the stop")
+	t.Logf("leader n%d stopped: n%d elected after %v, first send acknowledged after %v", first+1, second+1,
+		elected.Round(time.Millisecond), resumed.Round(time.Millisecond))
+
+	deadline := time.Now().Add(75 * time.Second)
+	for {
+		mu.Lock()
+		missing := 0
+		for _, k := range acked {
+			if seen[k] == 0 {
+				missing++
+			}
+		}
+		redelivered := 0
+		for _, n := range seen {
+			redelivered += n - 1
+		}
+		mu.Unlock()
+		if missing == 0 {
+			t.Logf("%d acknowledged sends all delivered, %d redeliveries", len(acked), redelivered)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d acknowledged sends not delivered", missing, len(acked))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i, s := range c.nodes {
+		if !c.closed[i] {
+			require.Equal(t, int64(0), s.Node().Store().MinOffset(topic, 0))
+		}
+	}
+}
+
+// A follower refuses a send with SERVICE_NOT_AVAILABLE (the clients retry
+// it) and stores nothing; its name server routes to the leader.
+func TestFollowerRefusesWritesAndRoutesToLeader(t *testing.T) {
+	c := startCluster(t, 3)
+	l := c.leader(30 * time.Second)
+	f := (l + 1) % 3
+	w := writer{c.nodes[f].Node()}
+	err := w.Append([]*store.Message{{Topic: "orders", Body: []byte("x")}})
+	require.ErrorIs(t, err, broker.ErrNotWritable)
+	require.Equal(t, int64(0), c.nodes[f].Node().Store().MaxOffset("orders", 0))
+	require.Equal(t, c.nodes[l].BrokerAddr(), c.nodes[f].Node().LeaderAddr())
+}
