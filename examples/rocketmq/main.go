@@ -34,6 +34,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.LockMaxLiveTime, "lock-max-live-time", 60*time.Second, "orderly queue lock lease")
 	fs.StringVar(&cfg.Flush, "flush", "sync", "sync: answer a send after its fsync (group commit); async: fsync every second (Apache's default)")
 	grpcFlags(fs, &cfg)
+	rf := replicatedFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	gogc, err := server.GCPercent()
 	if err != nil {
@@ -52,6 +53,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
 	prev := server.SetGCPercent(gogc)
 	defer server.SetGCPercent(prev)
+	if rf.id != "" {
+		return runReplicated(ctx, cfg, rf, cfg.Logger)
+	}
 	s, err := server.Start(cfg)
 	if err != nil {
 		cfg.Logger.Error("start", "err", err)

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/replicated"
+	"github.com/brokercore/brokercore/examples/rocketmq/server"
+)
+
+// raftFlags are the flags of a replicated node (package replicated).
+type raftFlags struct {
+	id, addr, peers string
+	bootstrap       bool
+}
+
+// replicatedFlags adds -raft-id, -raft-addr, -peers and -bootstrap: with
+// -raft-id the program runs as one node of a raft cluster.
+func replicatedFlags(fs *flag.FlagSet) *raftFlags {
+	rf := &raftFlags{}
+	fs.StringVar(&rf.id, "raft-id", "", "run as this node of a replicated cluster (raft server id; empty = a single broker)")
+	fs.StringVar(&rf.addr, "raft-addr", "127.0.0.1:7001", "raft listen and advertised address of a replicated node")
+	fs.StringVar(&rf.peers, "peers", "", "the cluster's initial voters, this node among them: id=raftAddr[@brokerAddr],…")
+	fs.BoolVar(&rf.bootstrap, "bootstrap", false, "start a new cluster from -peers (give every initial node the same -peers and -bootstrap; ignored once the node has raft state)")
+	return rf
+}
+
+// runReplicated runs a replicated node until ctx is done. The metrics and
+// admin HTTP endpoint and the gRPC listener are not served in this mode.
+func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *slog.Logger) int {
+	peers, err := replicated.ParsePeers(rf.peers)
+	if err != nil {
+		log.Error("bad -peers", "err", err)
+		return 2
+	}
+	s, err := replicated.Start(replicated.Config{Dir: cfg.Dir, NameSrvAddr: cfg.NameSrvAddr, BrokerAddr: cfg.BrokerAddr,
+		ID: rf.id, RaftAddr: rf.addr, Peers: peers, Bootstrap: rf.bootstrap, QueueNums: cfg.QueueNums,
+		LockMaxLiveTime: cfg.LockMaxLiveTime, Logger: log})
+	if err != nil {
+		log.Error("start", "err", err)
+		return 1
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	if err := s.Close(); err != nil {
+		log.Error("shutdown", "err", err)
+		return 1
+	}
+	return 0
+}
