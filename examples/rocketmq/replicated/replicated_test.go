@@ -1,11 +1,10 @@
+//go:build !race
+
 package replicated
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,92 +13,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
-	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
-	"github.com/brokercore/brokercore/store"
-	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )
-
-// cluster is n replicated nodes in this process, on 127.0.0.1.
-type cluster struct {
-	t      *testing.T
-	nodes  []*Server
-	trans  []*raft.NetworkTransport
-	closed []bool
-}
-
-func startCluster(t *testing.T, n int) *cluster {
-	t.Helper()
-	c := &cluster{t: t, closed: make([]bool, n)}
-	var peers []Peer
-	for i := 0; i < n; i++ {
-		tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 4, 10*time.Second, io.Discard)
-		require.NoError(t, err)
-		c.trans = append(c.trans, tr)
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.LocalAddr())})
-	}
-	var log *slog.Logger
-	if os.Getenv("RMQTEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	for i, p := range peers {
-		s, err := Start(Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true,
-			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, Logger: log})
-		require.NoError(t, err)
-		c.nodes = append(c.nodes, s)
-	}
-	t.Cleanup(func() {
-		for i := range c.nodes {
-			c.stop(i)
-		}
-	})
-	return c
-}
-
-// stop closes node i and its raft transport.
-func (c *cluster) stop(i int) {
-	if c.closed[i] {
-		return
-	}
-	c.closed[i] = true
-	require.NoError(c.t, c.nodes[i].Close())
-	c.trans[i].CloseStreams()
-	_ = c.trans[i].Close()
-}
-
-// leader waits until one live node leads and every live node names its
-// broker address, and returns its index.
-func (c *cluster) leader(timeout time.Duration) int {
-	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		for i, s := range c.nodes {
-			if c.closed[i] || !s.Node().IsLeader() {
-				continue
-			}
-			agree := true
-			for j, o := range c.nodes {
-				if !c.closed[j] && o.Node().LeaderAddr() != s.BrokerAddr() {
-					agree = false
-				}
-			}
-			if agree {
-				return i
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	c.t.Fatalf("no leader named by every live node after %v", timeout)
-	return -1
-}
-
-func (c *cluster) nameServers() []string {
-	var ns []string
-	for _, s := range c.nodes {
-		ns = append(ns, s.NameSrvAddr())
-	}
-	return ns
-}
 
 // send sends one message with key until it is acknowledged (the client
 // gives up after its own retries; the application retries), and returns
@@ -203,17 +118,4 @@ func TestLeaderStopLosesNoAcknowledgedSend(t *testing.T) {
 			require.Equal(t, int64(0), s.Node().Store().MinOffset(topic, 0))
 		}
 	}
-}
-
-// A follower refuses a send with SERVICE_NOT_AVAILABLE (the clients retry
-// it) and stores nothing; its name server routes to the leader.
-func TestFollowerRefusesWritesAndRoutesToLeader(t *testing.T) {
-	c := startCluster(t, 3)
-	l := c.leader(30 * time.Second)
-	f := (l + 1) % 3
-	w := writer{c.nodes[f].Node()}
-	err := w.Append([]*store.Message{{Topic: "orders", Body: []byte("x")}})
-	require.ErrorIs(t, err, broker.ErrNotWritable)
-	require.Equal(t, int64(0), c.nodes[f].Node().Store().MaxOffset("orders", 0))
-	require.Equal(t, c.nodes[l].BrokerAddr(), c.nodes[f].Node().LeaderAddr())
 }
