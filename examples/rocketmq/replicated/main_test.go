@@ -20,6 +20,10 @@ func (quietLogger) Level(string)                           {}
 func (quietLogger) OutputPath(string) error                { return nil }
 
 func TestMain(m *testing.M) {
+	if os.Getenv("RMQHA_CHILD") != "" {
+		// The test binary doubles as a node process of the kill -9 test.
+		os.Exit(childNode())
+	}
 	if os.Getenv("RMQ_CLIENT_LOG") == "" {
 		rlog.SetLogger(quietLogger{})
 	}
