@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -126,39 +127,57 @@ func (p *nodeProc) kill() {
 	}
 }
 
-// routeAddr asks a name server for a route and returns its broker address.
-func routeAddr(ns string) (string, error) {
-	c, err := net.DialTimeout("tcp", ns, 2*time.Second)
+// call sends one request on a new connection and returns the answer.
+func call(addr string, cmd *wire.Command) (*wire.Command, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	f, err := wire.Encode(&wire.Command{Code: wire.CodeGetRouteInfoByTopic, Language: "GO", Version: 317,
-		Opaque: 1, ExtFields: map[string]string{"topic": "TBW102"}})
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	cmd.Opaque = 1
+	f, err := wire.Encode(cmd)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if _, err := c.Write(f); err != nil {
-		return "", err
+		return nil, err
 	}
-	frame, err := wire.ReadFrame(bufio.NewReader(c), wire.DefaultMaxFrame)
-	if err != nil {
-		return "", err
+	r := bufio.NewReader(c)
+	for {
+		frame, err := wire.ReadFrame(r, wire.DefaultMaxFrame)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := wire.Decode(frame)
+		if err != nil || resp.IsResponse() {
+			return resp, err
+		}
 	}
-	resp, err := wire.Decode(frame)
+}
+
+// routeAddr asks a name server for a route and returns its broker address.
+func routeAddr(ns string) (string, error) {
+	resp, err := call(ns, &wire.Command{Code: wire.CodeGetRouteInfoByTopic, Language: "GO", Version: 317,
+		ExtFields: map[string]string{"topic": "TBW102"}})
 	if err != nil {
 		return "", err
 	}
 	var rd struct {
 		BrokerDatas []struct {
+			BrokerName  string            `json:"brokerName"`
 			BrokerAddrs map[string]string `json:"brokerAddrs"`
 		} `json:"brokerDatas"`
 	}
-	if err := json.Unmarshal(resp.Body, &rd); err != nil || len(rd.BrokerDatas) != 1 {
+	if err := json.Unmarshal(resp.Body, &rd); err != nil {
 		return "", fmt.Errorf("route %q: %v", resp.Body, err)
 	}
-	return rd.BrokerDatas[0].BrokerAddrs["0"], nil
+	for _, bd := range rd.BrokerDatas {
+		if bd.BrokerName == broker.DefaultBrokerName {
+			return bd.BrokerAddrs["0"], nil
+		}
+	}
+	return "", fmt.Errorf("route %q: no %s", resp.Body, broker.DefaultBrokerName)
 }
 
 // agreedLeader waits until the name servers of every live process route to

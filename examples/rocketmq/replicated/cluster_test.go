@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/store"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
@@ -30,14 +31,14 @@ func startCluster(t *testing.T, n int) *cluster {
 		tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 4, 10*time.Second, io.Discard)
 		require.NoError(t, err)
 		c.trans = append(c.trans, tr)
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.LocalAddr())})
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.LocalAddr()), BrokerAddr: freeAddr(t)})
 	}
 	var log *slog.Logger
 	if os.Getenv("RMQTEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	for i, p := range peers {
-		s, err := Start(Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true,
+		s, err := Start(Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true, BrokerAddr: p.BrokerAddr,
 			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, Logger: log})
 		require.NoError(t, err)
 		c.nodes = append(c.nodes, s)
@@ -138,4 +139,44 @@ func TestParsePeers(t *testing.T) {
 		_, err := ParsePeers(bad)
 		require.Error(t, err, bad)
 	}
+}
+
+func sendCmd(topic, body string) *wire.Command {
+	return &wire.Command{Code: wire.CodeSendMessage, Language: "GO", Version: 317, Body: []byte(body),
+		ExtFields: map[string]string{"producerGroup": "pg", "topic": topic, "queueId": "0", "sysFlag": "0",
+			"bornTimestamp": "1", "flag": "0", "properties": "UNIQ_KEY\x01abc\x02", "reconsumeTimes": "0",
+			"defaultTopic": "TBW102", "defaultTopicQueueNums": "4"}}
+}
+
+// A send reaching a follower is forwarded to the leader and acknowledged
+// there; one forwarded already is not passed on again. Routes list the
+// followers as write-only brokers.
+func TestFollowerForwardsSendsToTheLeader(t *testing.T) {
+	c := startCluster(t, 3)
+	l := c.leader(30 * time.Second)
+	f := c.nodes[(l+1)%3]
+	resp, err := call(f.BrokerAddr(), sendCmd("orders", "via follower"))
+	require.NoError(t, err)
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	require.Equal(t, uint64(1), c.nodes[l].Broker().Stats().Sent, "the leader stored it")
+	require.Equal(t, int64(1), c.nodes[l].Node().Store().MaxOffset("orders", 0))
+
+	again := sendCmd("orders", "forwarded twice")
+	again.ExtFields[forwardedField] = "1"
+	resp, err = call(f.BrokerAddr(), again)
+	require.NoError(t, err)
+	require.Equal(t, wire.ServiceNotAvailable, resp.Code, resp.Remark)
+
+	resp, err = call(f.NameSrvAddr(), &wire.Command{Code: wire.CodeGetRouteInfoByTopic, Language: "GO", Version: 317,
+		ExtFields: map[string]string{"topic": "orders"}})
+	require.NoError(t, err)
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	route := string(resp.Body)
+	require.Contains(t, route, `"brokerName":"broker-a","brokerAddrs":{"0":"`+c.nodes[l].BrokerAddr()+`"}`)
+	for i, s := range c.nodes {
+		if i != l {
+			require.Contains(t, route, `"brokerName":"broker-a-`+s.Node().ID()+`","brokerAddrs":{"0":"`+s.BrokerAddr()+`"}`)
+		}
+	}
+	require.NotContains(t, route, `broker-a-`+c.nodes[l].Node().ID(), "the leader is not listed twice")
 }

@@ -6,22 +6,34 @@
 // scheduler) is answered once a majority has it on disk, and consumer
 // offsets (UPDATE_CONSUMER_OFFSET, a pull's commit offset) are committed
 // through raft. Pulls, offset queries and the consumer registry are served
-// from the node's own replica. The name server of every node answers routes
-// whose broker address is the leader's (its own while it knows no leader),
-// so producers and consumers send their writes there; a follower that gets
-// a write anyway answers SERVICE_NOT_AVAILABLE, which the official clients
-// retry.
+// from the node's own replica.
 //
-// What the official v2 Go client does on a leader change: it refreshes its
-// routes every 30 s (internal._PullNameServerInterval, a constant) and on no
-// answer code, so a client that was talking to a leader that died reaches
-// the new one at its next refresh: within 30 s plus the election, not
-// sooner. A client that starts after the election asks a live name server
-// and goes to the new leader at once.
+// Routes: every node's name server answers routes whose broker
+// ("broker-a", read and write) is at the leader's address (its own while it
+// knows no leader), and which list every other node as a write-only broker
+// ("broker-a-<id>"). A send that reaches a follower is forwarded to the
+// leader and the leader's answer returned; a follower that knows no leader
+// answers SERVICE_NOT_AVAILABLE, which the official clients retry.
 //
-// Not replicated (yet): CONSUMER_SEND_MSG_BACK (the client then consumes
-// the message again itself, later), transactions, the topic table (every
-// node creates topics on its own, with the same defaults), orderly queue
-// locks (every node has its own table: a new leader starts with none), the
-// gRPC endpoint and the admin HTTP endpoint.
+// Why the write-only brokers: the official v2 Go client refreshes its
+// routes every 30 s (internal._PullNameServerInterval, a constant) and on
+// no answer code, and sends only to the master (broker id 0) of a broker
+// name. What it does at once is retry a failed send on a queue of another
+// broker name. So when the leader dies, its producers' next send fails
+// over to a follower, which forwards it to the new leader as soon as one
+// is elected: sends resume within about the election timeout. Consumers
+// read "broker-a" only; they reach the new leader at their next route
+// refresh (within 30 s) and go on from the offsets they hold (a consumer
+// that starts anew reads the replicated committed offset).
+//
+// A send answered "not committed" (raft lost the entry's leadership) is
+// answered SERVICE_NOT_AVAILABLE and may still be committed by the next
+// leader: the client's retry can then store it twice. Deduplicate by
+// message key.
+//
+// Not replicated (yet): CONSUMER_SEND_MSG_BACK (refused: the client then
+// consumes the message again itself, later), transactions, the topic table
+// (every node creates topics on its own, with the same defaults), orderly
+// queue locks (every node has its own table: a new leader starts with
+// none), the gRPC endpoint and the admin HTTP endpoint.
 package replicated

@@ -104,6 +104,7 @@ type Server struct {
 	bsrv   *transport.Server
 	nsAddr string
 	brAddr string
+	fwd    *forwarder
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -173,9 +174,11 @@ func (s *Server) open() (err error) {
 		ResetNotifyDelay: cfg.ResetNotifyDelay, Writer: writer{s.node}, Logger: cfg.Logger})
 	s.core.late.Store(s.broker)
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
-		NoAutoCreate: cfg.NoAutoCreate, LeaderAddr: s.node.LeaderAddr, Logger: cfg.Logger})
+		NoAutoCreate: cfg.NoAutoCreate, LeaderAddr: s.node.LeaderAddr, WriteOnly: s.followers, Logger: cfg.Logger})
 	s.nsrv = transport.NewServer(ns, transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
-	s.bsrv = transport.NewServer(s.broker, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
+	s.fwd = &forwarder{log: s.log, timeout: DefaultForwardTimeout, idle: map[string][]*fconn{}}
+	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd}
+	s.bsrv = transport.NewServer(h, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
 	return nil
 }
 
@@ -223,6 +226,9 @@ func (s *Server) Close() error {
 		}
 		close(s.stop)
 		s.wg.Wait()
+		if s.fwd != nil {
+			s.fwd.close()
+		}
 		if s.broker != nil {
 			errs = append(errs, s.broker.Close())
 		}
@@ -236,6 +242,23 @@ func (s *Server) Close() error {
 		s.log.Info("replicated rocketmq broker stopped", "err", s.err)
 	})
 	return s.err
+}
+
+// followers are the write-only brokers of the routes: every peer with a
+// broker address but the leader, named BrokerName-ID.
+func (s *Server) followers() map[string]string {
+	leader := s.node.LeaderAddr()
+	m := map[string]string{}
+	for _, p := range s.cfg.Peers {
+		a := p.BrokerAddr
+		if p.ID == s.cfg.ID {
+			a = s.brAddr
+		}
+		if a != "" && a != leader {
+			m[broker.DefaultBrokerName+"-"+p.ID] = a
+		}
+	}
+	return m
 }
 
 // Node is the node's replica.

@@ -25,7 +25,15 @@ type NameServerOptions struct {
 	// replicated cluster's leader, where writes must go); BrokerAddr when
 	// it answers "" (no leader known).
 	LeaderAddr func() string
-	Logger     *slog.Logger
+	// WriteOnly, when set, lists more brokers (name -> address) that
+	// routes carry beside the broker, with write permission only: a
+	// replicated cluster's followers, which forward sends to the leader.
+	// The official clients retry a failed send on a queue of another
+	// broker name, so a producer whose leader died reaches a live node
+	// before its next route refresh; consumers read the broker's queues
+	// only.
+	WriteOnly func() map[string]string
+	Logger    *slog.Logger
 }
 
 func (o NameServerOptions) withDefaults() NameServerOptions {
