@@ -5,6 +5,7 @@
 // repetition, so machine drift hits all of them alike; the result is one
 // Markdown table.
 //
+//	go run . report               # every row; writes ../../BENCHMARKS.md (see report -h)
 //	go run .                      # full run, under 5 minutes on 2 cores
 //	go run . -quick               # under a minute, smaller sizes, 1 repetition
 //	go run . -workloads consume   # only some workloads (append,durable,consume,reopen,timers)
@@ -38,6 +39,11 @@ func main() {
 }
 
 func mainErr(args []string, out, progress io.Writer) error {
+	if len(args) > 0 && args[0] == "report" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return reportCmd(ctx, args[1:], progress)
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(progress)
 	quick := fs.Bool("quick", false, "smaller sizes and one repetition: under a minute")

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +15,6 @@ func TestMain(m *testing.M) {
 	maybeChild() // the crash rows re-execute this binary to make a crashed log
 	os.Exit(m.Run())
 }
-
-// tinySizes run every case of every workload in about a second: enough to
-// catch an API drift in store, pop, wal or nats that would rot the command.
-var tinySizes = sizes{reps: 2, appendN: 300, durableN: 40, durableT: 50 * time.Millisecond,
-	consumeN: 200, reopenN: 500, reopenMsg: 64, timerN: 200}
 
 // TestEveryCaseRunsAndLeavesNoDataBehind runs every workload at a tiny size
 // and checks that each row made it into the table without failing, that the
@@ -93,4 +90,32 @@ type timedWriter struct{ t *testing.T }
 func (w timedWriter) Write(p []byte) (int, error) {
 	w.t.Logf("%s %s", time.Now().Format("15:04:05.000"), strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// TestReportWritesBenchmarksMD runs the generator of BENCHMARKS.md as
+// `go run . report -tiny -o FILE` does and checks the document names the
+// machine, the date and the load average and has every row and the targets.
+func TestReportWritesBenchmarksMD(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	err := mainErr([]string{"report", "-tiny", "-dir", t.TempDir(), "-o", out}, io.Discard, timedWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	t.Log("\n" + doc)
+	for _, want := range []string{"# Benchmarks", "go run . report", "- date: ", "- run: tiny", "- machine: ",
+		"- load average (1, 5, 15 min) before ", "| target | measured | met |", "msgs/s: median [range]"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("BENCHMARKS.md lacks %q", want)
+		}
+	}
+	for _, c := range cases(&config{sizes: tinySizes, workloads: allWorkloads}) {
+		if !strings.Contains(doc, "| "+c.system+" |") {
+			t.Errorf("row %q missing", c.system)
+		}
+	}
 }

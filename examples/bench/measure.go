@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/brokercore/brokercore/internal/cpuclock"
 )
 
 // bodySize is the message body of every append and consume workload: 1 KiB.
@@ -114,8 +112,8 @@ type timer struct {
 	cpu   time.Duration
 }
 
-func startTimer() timer { return timer{start: time.Now(), cpu: cpuclock.Self()} }
+func startTimer() timer { return timer{start: time.Now(), cpu: processCPU()} }
 
 func (t timer) stop() (wall, cpu time.Duration) {
-	return time.Since(t.start), cpuclock.Self() - t.cpu
+	return time.Since(t.start), processCPU() - t.cpu
 }

@@ -17,7 +17,8 @@ import (
 type row struct {
 	r        *results
 	msgs     int64
-	rate     float64 // messages per second over all repetitions
+	rate     float64 // median of the per-repetition rates, messages per second
+	lo, hi   float64 // lowest and highest per-repetition rate
 	mbps     float64 // body MB (10^6 bytes) per second
 	p50, p99 time.Duration
 	spread   float64       // (max-min)/median of the per-repetition rates; -1 = one repetition
@@ -48,19 +49,32 @@ func aggregate(r *results) row {
 		w.mean = el / time.Duration(len(r.samples))
 	}
 	if el > 0 {
-		w.rate = float64(w.msgs) / el.Seconds()
 		w.mbps = float64(bytes) / el.Seconds() / 1e6
+	}
+	if len(rates) > 0 {
+		sorted := slices.Clone(rates)
+		slices.Sort(sorted)
+		w.rate, w.lo, w.hi = median(sorted), sorted[0], sorted[len(sorted)-1]
 	}
 	slices.Sort(lat)
 	w.p50, w.p99 = percentile(lat, 50), percentile(lat, 99)
 	if len(rates) > 1 {
 		slices.Sort(rates)
-		w.spread = (rates[len(rates)-1] - rates[0]) / rates[len(rates)/2]
+		w.spread = (rates[len(rates)-1] - rates[0]) / median(rates)
 	}
 	if diskMsgs > 0 {
 		w.diskPer = float64(disk) / float64(diskMsgs)
 	}
 	return w
+}
+
+// median of sorted values: the middle one, or the mean of the two middle ones.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 // report prints the header, the table and the targets.
@@ -71,18 +85,26 @@ func report(out io.Writer, cfg *config, res []*results, started time.Time, loadB
 	}
 	fmt.Fprintf(out, "brokercore bench — %s run, %d repetition(s) interleaved round-robin, %s total\n\n",
 		mode, cfg.reps, time.Since(started).Round(time.Second))
-	fmt.Fprintf(out, "machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s; load average before %s, after %s\n",
-		cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(),
-		loadBefore, loadAvg())
+	fmt.Fprintf(out, "machine: %s; load average before %s, after %s\n", machine(), loadBefore, loadAvg())
 	fmt.Fprintf(out, "versions: %s\n\n", strings.Join(versions(), ", "))
+	tables(out, cfg, res)
+}
 
+// machine names the CPU, its count and the platform.
+func machine() string {
+	return fmt.Sprintf("%s, %d CPUs (GOMAXPROCS %d), %s/%s, %s",
+		cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// tables prints the result table, one row per case, and the target check.
+func tables(out io.Writer, cfg *config, res []*results) {
 	rows := map[string]row{}
 	isRef := map[string]bool{}
 	for _, r := range res {
 		rows[r.c.system] = aggregate(r)
 		isRef[r.c.ref] = true
 	}
-	fmt.Fprintln(out, "| workload | system | msgs (all reps) | msgs/s | MB/s | CPU/msg | p50 | p99 | latency of | vs reference | spread | note |")
+	fmt.Fprintln(out, "| workload | system | msgs (all reps) | msgs/s: median [range] | MB/s | CPU/msg | p50 | p99 | latency of | vs reference | spread | note |")
 	fmt.Fprintln(out, "|---|---|--:|--:|--:|--:|--:|--:|---|---|--:|---|")
 	for _, r := range res {
 		w := rows[r.c.system]
@@ -130,6 +152,9 @@ func report(out io.Writer, cfg *config, res []*results, started time.Time, loadB
 			}
 		}
 		rate := fmt.Sprintf("%.0f", w.rate)
+		if w.hi > w.lo {
+			rate = fmt.Sprintf("%.0f [%.0f–%.0f]", w.rate, w.lo, w.hi)
+		}
 		if r.c.workload == wReopen {
 			rate = "—" // the time is the result: p50 and max
 		}

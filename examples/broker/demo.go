@@ -219,16 +219,22 @@ func demoTour(ctx context.Context, c *apiClient, out io.Writer) error {
 		return err
 	}
 
-	var st struct {
-		Store, Pop       map[string]any
-		ScheduleProgress map[string]int64
-		HTTP             HTTPStats
+	var st struct { // the keys of /v1/stats are snake_case
+		Store struct {
+			Messages uint64 `json:"messages"`
+		} `json:"store"`
+		Pop struct {
+			Delivered uint64 `json:"delivered"`
+			Acks      uint64 `json:"acks"`
+		} `json:"pop"`
+		ScheduleProgress map[string]int64 `json:"schedule_progress"`
+		HTTP             HTTPStats        `json:"http"`
 	}
 	if err := c.call(ctx, "GET", "/v1/stats", nil, &st); err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}
-	say("9. stats: store appended %v messages; pop delivered %v and took %v acks; delay level 1 delivered up to offset %d; %d HTTP requests",
-		st.Store["Messages"], st.Pop["Delivered"], st.Pop["Acks"], st.ScheduleProgress["1"], st.HTTP.Requests)
+	say("9. stats: store appended %d messages; pop delivered %d and took %d acks; delay level 1 delivered up to offset %d; %d HTTP requests",
+		st.Store.Messages, st.Pop.Delivered, st.Pop.Acks, st.ScheduleProgress["1"], st.HTTP.Requests)
 	say("demo done in %s", time.Since(start).Round(10*time.Millisecond))
 	return nil
 }

@@ -32,6 +32,11 @@ func TestDemoRunsTheTourAndExitsZero(t *testing.T) {
 	} {
 		assert.Contains(t, s, want)
 	}
+	// The stats line reads /v1/stats, whose keys are snake_case: every
+	// figure is a number the tour made non-zero.
+	assert.Regexp(t, `9\. stats: store appended [1-9][0-9]* messages; pop delivered [1-9][0-9]* and took [1-9][0-9]* acks; `+
+		`delay level 1 delivered up to offset [1-9][0-9]*; [1-9][0-9]* HTTP requests`, s)
+	assert.NotContains(t, s, "<nil>")
 	t.Log(s)
 }
 

@@ -16,12 +16,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -55,7 +57,7 @@ func run(args []string) int {
 	defer stop()
 	var err error
 	if *bootstrap {
-		err = runLocal(ctx, *data, log)
+		err = runLocal(ctx, *data, log, os.Stderr)
 	} else {
 		err = runNode(ctx, replica.Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, Addr: *httpAddr, ClusterID: *cluster, Logger: log,
 			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout, LogStore: *logStore}, *join)
@@ -197,14 +199,67 @@ func joinCluster(ctx context.Context, addr string, req memberReq) error {
 	return last
 }
 
-// runLocal runs three nodes on loopback in this process.
-func runLocal(ctx context.Context, data string, log *slog.Logger) error {
+// The -bootstrap cluster's addresses when they are free: raft on
+// 127.0.0.1:7001-7003, HTTP on 127.0.0.1:8001-8003.
+const (
+	localRaftPort = 7001
+	localHTTPPort = 8001
+)
+
+// localAddrs returns the raft and HTTP addresses of -bootstrap's three
+// nodes: the default ports when all six are free, else six free ports the
+// system picked (the program prints whichever it uses).
+func localAddrs() (raftAddrs, httpAddrs []string, err error) {
+	for i := range 3 {
+		raftAddrs = append(raftAddrs, fmt.Sprintf("127.0.0.1:%d", localRaftPort+i))
+		httpAddrs = append(httpAddrs, fmt.Sprintf("127.0.0.1:%d", localHTTPPort+i))
+	}
+	all := append(slices.Clone(raftAddrs), httpAddrs...)
+	if free(all) {
+		return raftAddrs, httpAddrs, nil
+	}
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	picked := make([]string, len(all))
+	for i := range picked {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		lns = append(lns, ln) // held until all six are picked, so they differ
+		picked[i] = ln.Addr().String()
+	}
+	return picked[:3], picked[3:], nil
+}
+
+// free reports whether every address can be listened on now.
+func free(addrs []string) bool {
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return false
+		}
+		_ = ln.Close()
+	}
+	return true
+}
+
+// runLocal runs three nodes on loopback in this process and prints their
+// addresses to out.
+func runLocal(ctx context.Context, data string, log *slog.Logger, out io.Writer) error {
+	raftAddrs, httpAddrs, err := localAddrs()
+	if err != nil {
+		return err
+	}
 	var servers []raft.Server
 	cfgs := make([]replica.Config, 3)
 	for i := range cfgs {
 		id := fmt.Sprintf("n%d", i+1)
-		cfgs[i] = replica.Config{ID: id, Dir: filepath.Join(data, id), RaftAddr: fmt.Sprintf("127.0.0.1:%d", 7001+i),
-			Addr: fmt.Sprintf("127.0.0.1:%d", 8001+i), Logger: log}
+		cfgs[i] = replica.Config{ID: id, Dir: filepath.Join(data, id), RaftAddr: raftAddrs[i], Addr: httpAddrs[i], Logger: log}
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(cfgs[i].RaftAddr)})
 	}
 	var up []*server
@@ -215,24 +270,24 @@ func runLocal(ctx context.Context, data string, log *slog.Logger) error {
 		}
 		return errors.Join(errs...)
 	}
-	httpAddrs := map[string]string{}
+	bootAddrs := map[string]string{}
 	for _, cfg := range cfgs {
-		httpAddrs[cfg.ID] = cfg.Addr
+		bootAddrs[cfg.ID] = cfg.Addr
 	}
 	for _, cfg := range cfgs {
-		cfg.Bootstrap, cfg.BootstrapAddrs = servers, httpAddrs
+		cfg.Bootstrap, cfg.BootstrapAddrs = servers, bootAddrs
 		s, err := serve(cfg)
 		if err != nil {
 			return errors.Join(err, closeAll())
 		}
 		up = append(up, s)
 	}
-	fmt.Fprintf(os.Stderr, `3 nodes up: HTTP on 127.0.0.1:8001, :8002, :8003 (data in %s). Try:
-  curl -sL 127.0.0.1:8002/produce -d '{"topic":"t","queue":0,"messages":[{"body":"hello"}]}'
-  curl -sL 127.0.0.1:8001/pop -d '{"group":"g","topic":"t","queue":0,"max":8}'
-  curl -s 127.0.0.1:8003/status
+	fmt.Fprintf(out, `3 nodes up: HTTP on %s, %s, %s (data in %s). Try:
+  curl -sL %s/produce -d '{"topic":"t","queue":0,"messages":[{"body":"hello"}]}'
+  curl -sL %s/pop -d '{"group":"g","topic":"t","queue":0,"max":8}'
+  curl -s %s/status
 Ctrl-C stops them.
-`, data)
+`, httpAddrs[0], httpAddrs[1], httpAddrs[2], data, httpAddrs[1], httpAddrs[0], httpAddrs[2])
 	<-ctx.Done()
 	return closeAll()
 }

@@ -36,5 +36,6 @@ func startGRPC(s *server.Server, addr, dir string) (*grpcapi.Server, error) {
 		CertDir:    filepath.Join(dir, "grpc"),
 		Logger:     s.Logger().With("pkg", "grpc"),
 		QueueCount: func(topic string) (int, error) { return s.Topics().Ensure(topic, 0) },
+		ACL:        s.ACL(),
 	})
 }

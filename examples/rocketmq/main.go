@@ -34,6 +34,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.LockMaxLiveTime, "lock-max-live-time", 60*time.Second, "orderly queue lock lease")
 	fs.StringVar(&cfg.Flush, "flush", "sync", "sync: answer a send after its fsync (group commit); async: fsync every second (Apache's default)")
 	grpcFlags(fs, &cfg)
+	aclf := addACLFlags(fs, &cfg)
 	rf := replicatedFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	gogc, err := server.GCPercent()
@@ -51,6 +52,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	if err := aclf.load(&cfg, cfg.Logger); err != nil {
+		cfg.Logger.Error("bad -acl file", "err", err)
+		return 2
+	}
+	defer aclf.watch(ctx, cfg.ACL, cfg.Logger)()
 	prev := server.SetGCPercent(gogc)
 	defer server.SetGCPercent(prev)
 	if rf.id != "" {

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 
 	"github.com/brokercore/brokercore/examples/rocketmq/replicated"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
@@ -28,11 +31,28 @@ func replicatedFlags(fs *flag.FlagSet) *raftFlags {
 
 // runReplicated runs a replicated node until ctx is done. The metrics and
 // admin HTTP endpoint and the gRPC listener are not served in this mode.
+//
+// ACL is not available in this mode yet (a follower forwards sends to the
+// leader, and raft's own traffic is not authenticated), so -acl is refused
+// and, as for a single broker without ACL, every listen address must be a
+// loopback one unless -insecure-allow-remote says otherwise.
 func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *slog.Logger) int {
 	peers, err := replicated.ParsePeers(rf.peers)
 	if err != nil {
 		log.Error("bad -peers", "err", err)
 		return 2
+	}
+	if cfg.ACL != nil {
+		log.Error("-acl is not supported with -raft-id yet")
+		return 2
+	}
+	if !cfg.InsecureAllowRemote {
+		for what, a := range map[string]string{"broker": cfg.BrokerAddr, "name server": cfg.NameSrvAddr, "raft": rf.addr} {
+			if !loopbackAddr(a) {
+				log.Error("start", "err", fmt.Errorf("%w: %s address %s", server.ErrInsecureListen, what, a))
+				return 1
+			}
+		}
 	}
 	s, err := replicated.Start(replicated.Config{Dir: cfg.Dir, NameSrvAddr: cfg.NameSrvAddr, BrokerAddr: cfg.BrokerAddr,
 		ID: rf.id, RaftAddr: rf.addr, Peers: peers, Bootstrap: rf.bootstrap, QueueNums: cfg.QueueNums,
@@ -48,4 +68,17 @@ func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *s
 		return 1
 	}
 	return 0
+}
+
+// loopbackAddr reports whether a listen address binds loopback only.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

@@ -36,3 +36,12 @@ func TestRunReplicatedBadPeersExitTwo(t *testing.T) {
 	require.Equal(t, 2, run(context.Background(), []string{"-data", t.TempDir(), "-raft-id", "n1", "-peers", "n1"}, &out))
 	require.Contains(t, out.String(), "bad -peers")
 }
+
+// Raft's traffic is not authenticated: a replicated node listens beyond
+// loopback only when told so explicitly.
+func TestRunReplicatedRefusesRemoteListenWithoutOptIn(t *testing.T) {
+	var out syncBuf
+	require.Equal(t, 1, run(context.Background(), []string{"-data", t.TempDir(), "-raft-id", "n1",
+		"-raft-addr", "0.0.0.0:7001", "-peers", "n1=127.0.0.1:7001"}, &out))
+	require.Contains(t, out.String(), "raft address 0.0.0.0:7001")
+}

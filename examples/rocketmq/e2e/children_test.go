@@ -56,8 +56,12 @@ func childBroker() int {
 			return nil, err
 		}
 		server.SetGCPercent(gogc)
+		az, err := childACL()
+		if err != nil {
+			return nil, err
+		}
 		s, err := server.Start(server.Config{Dir: os.Getenv("E2E_DIR"), NameSrvAddr: os.Getenv("E2E_NS"),
-			BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-", Flush: os.Getenv("E2E_FLUSH")})
+			BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-", Flush: os.Getenv("E2E_FLUSH"), ACL: az})
 		if err != nil {
 			return nil, err
 		}

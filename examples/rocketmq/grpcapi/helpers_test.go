@@ -9,7 +9,6 @@ import (
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
-	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	"github.com/stretchr/testify/require"
 
 	"github.com/brokercore/brokercore"
@@ -67,7 +66,7 @@ func startBrokerIn(t testing.TB, dir string, opts grpcapi.Options) *broker {
 }
 
 func config(endpoint, group string) *rmq.Config {
-	return &rmq.Config{Endpoint: endpoint, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
+	return &rmq.Config{Endpoint: endpoint, ConsumerGroup: group, Credentials: &clientCreds}
 }
 
 func newProducer(t testing.TB, endpoint string, topics ...string) rmq.Producer {

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/brokercore/brokercore/acl"
 )
 
 // Defaults applied for zero fields of Options.
@@ -88,6 +90,9 @@ type Options struct {
 	PushInvisible time.Duration
 	// MaxBodySize is the largest accepted body (default DefaultMaxBodySize).
 	MaxBodySize int
+	// ACL, if set, authenticates every call by its v5 signature and
+	// authorizes each request before it runs (see auth.go); nil = none.
+	ACL *acl.Authorizer
 	// HandshakeTimeout bounds a new connection's first byte and TLS
 	// handshake (default DefaultHandshakeTimeout).
 	HandshakeTimeout time.Duration

@@ -92,13 +92,13 @@ func New(b Broker, opts Options) (*Server, error) {
 // grpcServer is the gRPC server that serves impl (s itself) with the
 // server's options.
 func (s *Server) grpcServer(impl v2.MessagingServiceServer) *grpc.Server {
-	gs := grpc.NewServer(
-		grpc.MaxRecvMsgSize(s.opts.MaxBodySize+(1<<20)),
+	gs := grpc.NewServer(append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.opts.MaxBodySize + (1 << 20)),
 		// Bounds the HTTP/2 preface of a connection: Stop waits for
 		// connections still in it.
 		grpc.ConnectionTimeout(s.opts.HandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	}, s.aclServerOptions()...)...)
 	v2.RegisterMessagingServiceServer(gs, impl)
 	return gs
 }

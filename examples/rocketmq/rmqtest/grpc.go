@@ -23,6 +23,7 @@ func withGRPC(cfg *server.Config) {
 			CertDir:    filepath.Join(dir, "grpc"),
 			Logger:     s.Logger().With("pkg", "grpc"),
 			QueueCount: func(topic string) (int, error) { return s.Topics().Ensure(topic, 0) },
+			ACL:        s.ACL(),
 		})
 		if err != nil {
 			return nil, err

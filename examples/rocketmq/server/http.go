@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/brokercore/brokercore/acl"
 	"github.com/brokercore/brokercore/consumer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -29,9 +30,9 @@ func (s *Server) startHTTP() error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), &statsCollector{s: s})
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/admin/reset", s.handleReset)
-	mux.HandleFunc("/admin/offsets", s.handleOffsets)
+	mux.Handle("/metrics", s.metricsAuth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	mux.HandleFunc("/admin/reset", s.adminAuth(acl.Update, s.handleReset))
+	mux.HandleFunc("/admin/offsets", s.adminAuth(acl.Get, s.handleOffsets))
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.wg.Add(1)
 	go func() {
@@ -71,6 +72,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	emitStats(ch, "rocketmq_broker", c.s.broker.Stats())
 	emitStats(ch, "rocketmq_remoting_namesrv", c.s.nsrv.Stats())
 	emitStats(ch, "rocketmq_remoting_broker", c.s.bsrv.Stats())
+	if c.s.cfg.ACL != nil {
+		emitStats(ch, "rocketmq_acl", c.s.cfg.ACL.Stats())
+	}
 }
 
 // emitStats turns a Stats struct into metrics: uint64 fields are counters,

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/acl"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
@@ -87,6 +88,15 @@ type Config struct {
 	Core brokercore.Options
 	// Logger receives every component's lines (nil = discard).
 	Logger *slog.Logger
+	// ACL, if set, is the access control of every listener: remoting and
+	// gRPC requests are authenticated and authorized, admin calls and
+	// /metrics need HTTP Basic credentials (see auth.go). Nil = off, and
+	// then every listen address must be loopback unless
+	// InsecureAllowRemote.
+	ACL                 *acl.Authorizer
+	InsecureAllowRemote bool
+	// PublicMetrics serves /metrics without credentials while ACL is on.
+	PublicMetrics bool
 }
 
 // Server is the running program.
@@ -177,7 +187,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	default:
 		return cfg, fmt.Errorf("server: Flush %q: want sync or async", cfg.Flush)
 	}
-	return cfg, nil
+	return cfg, cfg.checkListen()
 }
 
 // open opens the topic table, the core and the handlers.
@@ -197,8 +207,8 @@ func (s *Server) open() (err error) {
 	late.Store(s.broker)
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
 		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger})
-	s.nsrv = transport.NewServer(ns, transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
-	s.bsrv = transport.NewServer(s.broker, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
+	s.nsrv = transport.NewServer(s.guard(ns, "namesrv"), transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
+	s.bsrv = transport.NewServer(s.guard(s.broker, "broker"), transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
 	return nil
 }
 
