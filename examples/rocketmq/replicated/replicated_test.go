@@ -136,3 +136,46 @@ func failover(t *testing.T, ns []string, stopLeader func()) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// CONSUMER_SEND_MSG_BACK is refused by a replicated broker (its retry topic
+// is not replicated yet), and so is the client's fallback send to the
+// retry topic: the v2 push consumer then consumes the message again
+// itself.
+func TestConsumeLaterIsRetriedByTheClient(t *testing.T) {
+	c := startCluster(t, 1)
+	c.leader(30 * time.Second)
+	const topic, group = "later", "g-later"
+	p, err := rocketmq.NewProducer(producer.WithNameServer(c.nameServers()), producer.WithGroupName("pg-later"),
+		producer.WithInstanceName(t.Name()+"-p"), producer.WithRetry(2))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	t.Cleanup(func() { _ = p.Shutdown() })
+	require.NoError(t, send(p, topic, "k1", time.Now().Add(30*time.Second)))
+
+	var mu sync.Mutex
+	tries := 0
+	again := make(chan struct{})
+	pc, err := rocketmq.NewPushConsumer(consumer.WithNameServer(c.nameServers()), consumer.WithGroupName(group),
+		consumer.WithInstance(t.Name()+"-c"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		tries++
+		if tries == 1 {
+			return consumer.ConsumeRetryLater, nil
+		}
+		if tries == 2 {
+			close(again)
+		}
+		return consumer.ConsumeSuccess, nil
+	}))
+	require.NoError(t, pc.Start())
+	t.Cleanup(func() { _ = pc.Shutdown() })
+	select {
+	case <-again:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the message was not consumed again")
+	}
+	require.Zero(t, c.nodes[0].Node().Store().MaxOffset("%RETRY%"+group, 0), "nothing went to the retry topic")
+}
