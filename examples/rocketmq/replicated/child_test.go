@@ -50,6 +50,7 @@ type nodeProc struct {
 	cfg  Config
 	cmd  *exec.Cmd
 	done chan error
+	dead bool // killed (or exited at start), until started again
 	log  string
 }
 
@@ -73,32 +74,9 @@ func startProcs(t *testing.T, n int) []*nodeProc {
 		peers = append(peers, Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, BrokerAddr: cfg.BrokerAddr})
 		ps = append(ps, &nodeProc{cfg: cfg})
 	}
-	exe, err := os.Executable()
-	require.NoError(t, err)
 	for _, p := range ps {
 		p.cfg.Peers = peers
-		js, err := json.Marshal(p.cfg)
-		require.NoError(t, err)
 		p.log = p.cfg.Dir + "/node.log"
-		logf, err := os.Create(p.log)
-		require.NoError(t, err)
-		p.cmd = exec.Command(exe, "-test.run=^$")
-		p.cmd.Env = append(os.Environ(), "RMQHA_CHILD="+string(js))
-		p.cmd.Stderr = logf
-		out, err := p.cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, p.cmd.Start())
-		logf.Close()
-		p.done = make(chan error, 1)
-		ready := make(chan struct{})
-		go func() {
-			sc := bufio.NewScanner(out)
-			if sc.Scan() && sc.Text() == "ready" {
-				close(ready)
-			}
-			_, _ = io.Copy(io.Discard, out)
-		}()
-		go func() { p.done <- p.cmd.Wait() }()
 		t.Cleanup(func() {
 			p.kill()
 			if t.Failed() {
@@ -106,21 +84,55 @@ func startProcs(t *testing.T, n int) []*nodeProc {
 				t.Logf("node %s log:\n%s", p.cfg.ID, b)
 			}
 		})
-		select {
-		case <-ready:
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("node %s exited: %v", p.cfg.ID, err)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("node %s not ready", p.cfg.ID)
-		}
+		p.start(t)
 	}
 	return ps
 }
 
+// start starts the node's process (again, after a kill: on its data) and
+// waits until it serves.
+func (p *nodeProc) start(t *testing.T) {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	js, err := json.Marshal(p.cfg)
+	require.NoError(t, err)
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	defer logf.Close()
+	p.cmd = exec.Command(exe, "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), "RMQHA_CHILD="+string(js))
+	p.cmd.Stderr = logf
+	out, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	p.dead = false
+	p.done = make(chan error, 1)
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() && sc.Text() == "ready" {
+			close(ready)
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	cmd, done := p.cmd, p.done
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-ready:
+	case err := <-p.done:
+		p.done <- err
+		p.dead = true
+		t.Fatalf("node %s exited: %v", p.cfg.ID, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node %s not ready", p.cfg.ID)
+	}
+}
+
 // kill sends SIGKILL and waits; idempotent.
 func (p *nodeProc) kill() {
-	if p.cmd.ProcessState == nil {
+	if !p.dead {
+		p.dead = true
 		_ = p.cmd.Process.Kill()
 		err := <-p.done
 		p.done <- err
@@ -189,7 +201,7 @@ func agreedLeader(t *testing.T, ps []*nodeProc, timeout time.Duration) *nodeProc
 		var addr string
 		agree := true
 		for _, p := range ps {
-			if p.cmd.ProcessState != nil {
+			if p.dead {
 				continue
 			}
 			a, err := routeAddr(p.cfg.NameSrvAddr)
@@ -201,7 +213,7 @@ func agreedLeader(t *testing.T, ps []*nodeProc, timeout time.Duration) *nodeProc
 		}
 		if agree {
 			for _, p := range ps {
-				if p.cmd.ProcessState == nil && p.cfg.BrokerAddr == addr && leads(p) {
+				if !p.dead && p.cfg.BrokerAddr == addr && leads(p) {
 					return p
 				}
 			}

@@ -5,6 +5,8 @@ package replicated
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -59,6 +61,86 @@ func TestLeaderKill9LosesNoAcknowledgedSend(t *testing.T) {
 		second := agreedLeader(t, ps, 30*time.Second)
 		t.Logf("leader %s killed, %s leads", first.cfg.ID, second.cfg.ID)
 	})
+}
+
+// A kill -9 loop (BROKERCORE_LONG=1): the leader's process is killed and
+// restarted on its data, round after round, under one producer and one
+// push consumer; every acknowledged send is delivered.
+func TestLeaderKill9Loop(t *testing.T) {
+	if os.Getenv("BROKERCORE_LONG") != "1" {
+		t.Skip("BROKERCORE_LONG=1 runs the kill -9 loop")
+	}
+	const rounds, perRound = 5, 50
+	ps := startProcs(t, 3)
+	var ns []string
+	for _, p := range ps {
+		ns = append(ns, p.cfg.NameSrvAddr)
+	}
+	const topic = "loop"
+	p, err := rocketmq.NewProducer(producer.WithNameServer(ns), producer.WithGroupName("pg-loop"),
+		producer.WithInstanceName(t.Name()+"-p"), producer.WithRetry(2))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	t.Cleanup(func() { _ = p.Shutdown() })
+	var mu sync.Mutex
+	seen := map[string]int{}
+	pc, err := rocketmq.NewPushConsumer(consumer.WithNameServer(ns), consumer.WithGroupName("g-loop"),
+		consumer.WithInstance(t.Name()+"-c"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		for _, m := range msgs {
+			seen[m.GetKeys()]++
+		}
+		mu.Unlock()
+		return consumer.ConsumeSuccess, nil
+	}))
+	require.NoError(t, pc.Start())
+	t.Cleanup(func() { _ = pc.Shutdown() })
+
+	var acked []string
+	var resumes []time.Duration
+	for r := 0; r < rounds; r++ {
+		for i := 0; i < perRound; i++ {
+			k := fmt.Sprintf("r%d-%04d", r, i)
+			require.NoError(t, send(p, topic, k, time.Now().Add(75*time.Second)))
+			acked = append(acked, k)
+		}
+		l := agreedLeader(t, ps, 30*time.Second)
+		killed := time.Now()
+		l.kill()
+		k := fmt.Sprintf("r%d-after", r)
+		require.NoError(t, send(p, topic, k, time.Now().Add(75*time.Second)))
+		resumes = append(resumes, time.Since(killed))
+		acked = append(acked, k)
+		l.start(t)
+	}
+	slices.Sort(resumes)
+	t.Logf("%d rounds: kill -9 of the leader to the next acknowledged send: median %v, range %v–%v",
+		rounds, resumes[len(resumes)/2].Round(time.Millisecond), resumes[0].Round(time.Millisecond),
+		resumes[len(resumes)-1].Round(time.Millisecond))
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		mu.Lock()
+		missing, redelivered := 0, 0
+		for _, k := range acked {
+			if seen[k] == 0 {
+				missing++
+			}
+		}
+		for _, n := range seen {
+			redelivered += n - 1
+		}
+		mu.Unlock()
+		if missing == 0 {
+			t.Logf("%d acknowledged sends all delivered, %d redeliveries", len(acked), redelivered)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d acknowledged sends not delivered", missing, len(acked))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // failover runs a producer and a push consumer over the name servers ns,
