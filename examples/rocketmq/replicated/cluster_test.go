@@ -17,13 +17,13 @@ import (
 
 // cluster is n replicated nodes in this process, on 127.0.0.1.
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	nodes  []*Server
 	trans  []*raft.NetworkTransport
 	closed []bool
 }
 
-func startCluster(t *testing.T, n int) *cluster {
+func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, closed: make([]bool, n)}
 	var peers []Peer
