@@ -16,6 +16,7 @@ import (
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
+	"github.com/brokercore/brokercore/txn"
 )
 
 // Broker is the composed broker core that Open returns: a store, a pop
@@ -30,6 +31,7 @@ type Broker struct {
 	sched     *schedule.Scheduler
 	locks     *lock.Table
 	consumers *consumer.Registry
+	txns      *txn.Manager
 	arrivals  *Arrivals
 
 	// Subscribers added after Open (OnConsumerEvent, OnLockEvent,
@@ -69,6 +71,10 @@ type closer struct {
 //   - the scheduler, with its progress in dir/ScheduleDir/ProgressFile,
 //     started, so delayed messages are delivered exactly once across
 //     reopens;
+//   - the transaction manager (package txn) over the store, its progress
+//     in dir/TxnProgressFile, started: open transactions are rebuilt from
+//     the half and op records and checked back through Options.Txn.Checker
+//     (or one set later with Broker.Transactions().SetChecker);
 //   - the lock table and the consumer registry, swept and scanned every
 //     Options.LockSweepEvery and Options.ConsumerScanEvery.
 //
@@ -149,6 +155,16 @@ func (b *Broker) open(dir string, opts Options) error {
 	}
 	b.sched = sch
 	b.add("scheduler", sch.Close)
+
+	tm, err := txn.New(st, opts.Txn)
+	if err != nil {
+		return fmt.Errorf("brokercore: transactions: %w", err)
+	}
+	b.add("transactions", tm.Close)
+	if err := tm.Start(); err != nil {
+		return fmt.Errorf("brokercore: transactions: %w", err)
+	}
+	b.txns = tm
 
 	lo := opts.Lock
 	lo.OnEvent = then(lo.OnEvent, b.lockHooks.call)
@@ -255,6 +271,9 @@ func (b *Broker) Scheduler() *schedule.Scheduler { return b.sched }
 // Locks returns the broker's lock table.
 func (b *Broker) Locks() *lock.Table { return b.locks }
 
+// Transactions returns the broker's transaction manager (started by Open).
+func (b *Broker) Transactions() *txn.Manager { return b.txns }
+
 // Consumers returns the broker's consumer registry.
 func (b *Broker) Consumers() *consumer.Registry { return b.consumers }
 
@@ -272,7 +291,8 @@ func (b *Broker) WaitArrival(ctx context.Context, topic string, queueID int, off
 
 // Close stops everything in the reverse order of Open and returns after
 // every goroutine has exited: housekeeping, the consumer registry and the
-// lock table, then the scheduler (its in-flight deliveries finish and their
+// lock table, then the transaction manager (its driver stops, its progress
+// is written), the scheduler (its in-flight deliveries finish and their
 // progress is recorded), the pop service (it cancels its arrival
 // subscription; long polls answer pop.ErrClosed), the offset manager
 // (written a last time) and the store. Afterwards the store, the pop

@@ -18,6 +18,7 @@ import (
 	"github.com/brokercore/brokercore/offset"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/store"
+	"github.com/brokercore/brokercore/txn"
 )
 
 const (
@@ -332,6 +333,7 @@ func TestCloseIsIdempotentAndEveryPieceAnswersErrClosed(t *testing.T) {
 	_, ok := b.Locks().TryLock(group, lock.Queue{Topic: topic}, "c1")
 	assert.False(t, ok, "the lock table refuses after Close")
 	assert.False(t, b.Scheduler().Stats().Running)
+	assert.ErrorIs(t, b.Transactions().Commit(0), txn.ErrClosed)
 }
 
 func TestCloseEndsLongPollsAndWaitsForThem(t *testing.T) {

@@ -50,6 +50,10 @@
 //     pop.ErrBadHandle;
 //   - the scheduler keeps its progress in dir/schedule/progress and is
 //     started: a delayed message is delivered once, across reopens too;
+//   - the transaction manager (Broker.Transactions) keeps half messages in
+//     TransHalfTopic and op records in TransOpTopic, its start position in
+//     dir/txn.progress, and checks open transactions back through
+//     Options.Txn.Checker; a commit appends its message exactly once;
 //   - a message that pop.Options.MaxAttempts deliveries did not settle is
 //     appended to queue 0 of DeadLetterPrefix+group ("%DLQ%billing"), a
 //     topic like any other, with its origin in properties (PropDLQOrigin…);
@@ -105,12 +109,21 @@
 //   - [github.com/brokercore/brokercore/schedule]: delay levels and timers;
 //     every delivery task belongs to a generation, so a stop/start flap
 //     cannot deliver a level twice.
+//   - [github.com/brokercore/brokercore/txn]: transactional messages — half
+//     messages, commit and rollback (the real message and its op record in
+//     one atomic batch, so exactly once across crashes), check-back of open
+//     transactions through a host's Checker, state rebuilt from the log.
 //   - [github.com/brokercore/brokercore/consumer]: the consumer registry keyed
 //     by channel; one mutation path writes the group, channel and topic tables
 //     together.
 //   - [github.com/brokercore/brokercore/offset]: consumer offsets with
 //     epoch-fenced resets (broker side), and the consumer's queue table in
 //     which a reset drops the old process queue atomically (no orphan pulls).
+//   - [github.com/brokercore/brokercore/acl]: protocol-neutral access
+//     control — users, rules per topic and group and action (Deny wins),
+//     source IP ranges, a reloadable JSON file — and the RocketMQ v5 and
+//     remoting signature checks a protocol front-end verifies before it
+//     authorizes.
 //
 // # Composing by hand
 //

@@ -6,6 +6,7 @@ import (
 
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
+	"github.com/brokercore/brokercore/txn"
 )
 
 // Name rules and reserved names every front-end shares. A host checks what a
@@ -31,13 +32,15 @@ const (
 	SystemTopicPrefix = "rmq_sys_"
 	// BrokerTopicPrefix starts the per-broker topics RocketMQ reserves.
 	BrokerTopicPrefix = "rocketmq-broker-"
-	// TransHalfTopic holds the half (prepared) messages of transactions.
-	TransHalfTopic = "RMQ_SYS_TRANS_HALF_TOPIC"
-	// TransOpTopic holds the commit and rollback records of transactions.
-	TransOpTopic = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+	// TransHalfTopic holds the half (prepared) messages of transactions
+	// (txn.HalfTopic).
+	TransHalfTopic = txn.HalfTopic
+	// TransOpTopic holds the commit and rollback records of transactions
+	// (txn.OpTopic).
+	TransOpTopic = txn.OpTopic
 	// TransCheckMaxTimeTopic keeps the half messages whose check-back limit
-	// ran out.
-	TransCheckMaxTimeTopic = "TRANS_CHECK_MAX_TIME_TOPIC"
+	// ran out (txn.CheckMaxTimeTopic).
+	TransCheckMaxTimeTopic = txn.CheckMaxTimeTopic
 )
 
 // reservedTopics are the names RocketMQ keeps for itself (TopicValidator's

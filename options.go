@@ -11,6 +11,7 @@ import (
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
+	"github.com/brokercore/brokercore/txn"
 )
 
 // Defaults applied by Open to zero fields of Options.
@@ -40,6 +41,9 @@ const (
 	// HandleKeyFile holds the key that signs pop's receipt handles, so that
 	// handles issued before a restart are recognised as stale, not forged.
 	HandleKeyFile = "handle.key"
+	// TxnProgressFile is where the transaction manager records where its
+	// rebuild may start reading (txn.Options.ProgressPath).
+	TxnProgressFile = "txn.progress"
 )
 
 // HandleKeySize is the length in bytes of the generated receipt-handle key.
@@ -50,7 +54,7 @@ const HandleKeySize = 32
 // filled in and the pieces wired to each other.
 //
 // A field Open fills is only filled when it is zero, so a host can still
-// override any of them: Offset.Path, Offset.Bounds, Schedule.ProgressPath, Pop.Offsets,
+// override any of them: Offset.Path, Offset.Bounds, Schedule.ProgressPath, Txn.ProgressPath, Pop.Offsets,
 // Pop.DeadLetter, Pop.HandleKey, Lock.TokenBase, and every Now and Logger.
 type Options struct {
 	// Store configures the store opened under dir/StoreDir.
@@ -71,6 +75,11 @@ type Options struct {
 	Lock lock.Options
 	// Consumer configures the consumer registry.
 	Consumer consumer.Options
+	// Txn configures the transaction manager; ProgressPath defaults to
+	// dir/TxnProgressFile. Its Checker (nil: set it later with
+	// Broker.Transactions().SetChecker) asks producers about open
+	// transactions.
+	Txn txn.Options
 
 	// NoDeadLetters keeps every message in its queue until it is acked: a
 	// message past Pop.MaxAttempts is delivered again after each invisible
@@ -116,17 +125,22 @@ func (o Options) withDefaults(dir string) Options {
 	o.Schedule.Now = orNow(o.Schedule.Now, o.Now)
 	o.Lock.Now = orNow(o.Lock.Now, o.Now)
 	o.Consumer.Now = orNow(o.Consumer.Now, o.Now)
+	o.Txn.Now = orNow(o.Txn.Now, o.Now)
 	o.Store.Logger = orLogger(o.Store.Logger, o.Logger, "store")
 	o.Pop.Logger = orLogger(o.Pop.Logger, o.Logger, "pop")
 	o.Offset.Logger = orLogger(o.Offset.Logger, o.Logger, "offset")
 	o.Schedule.Logger = orLogger(o.Schedule.Logger, o.Logger, "schedule")
 	o.Lock.Logger = orLogger(o.Lock.Logger, o.Logger, "lock")
 	o.Consumer.Logger = orLogger(o.Consumer.Logger, o.Logger, "consumer")
+	o.Txn.Logger = orLogger(o.Txn.Logger, o.Logger, "txn")
 	if o.Offset.Path == "" {
 		o.Offset.Path = filepath.Join(dir, OffsetsFile)
 	}
 	if o.Schedule.ProgressPath == "" {
 		o.Schedule.ProgressPath = filepath.Join(dir, ScheduleDir, ProgressFile)
+	}
+	if o.Txn.ProgressPath == "" {
+		o.Txn.ProgressPath = filepath.Join(dir, TxnProgressFile)
 	}
 	if o.Lock.TokenBase == 0 {
 		if ns := time.Now().UnixNano(); ns > 0 {

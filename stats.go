@@ -7,6 +7,7 @@ import (
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
+	"github.com/brokercore/brokercore/txn"
 )
 
 // Stats is a snapshot of every piece's counters, for hosts to export as
@@ -18,6 +19,7 @@ type Stats struct {
 	Schedule schedule.Stats `json:"schedule"` // Broker.Scheduler().Stats()
 	Lock     lock.Stats     `json:"lock"`     // Broker.Locks().Stats()
 	Consumer consumer.Stats `json:"consumer"` // Broker.Consumers().Stats()
+	Txn      txn.Stats      `json:"txn"`      // Broker.Transactions().Stats()
 	Arrivals ArrivalStats   `json:"arrivals"` // Broker.Arrivals().Stats()
 }
 
@@ -31,6 +33,7 @@ func (b *Broker) Stats() Stats {
 		Schedule: b.sched.Stats(),
 		Lock:     b.locks.Stats(),
 		Consumer: b.consumers.Stats(),
+		Txn:      b.txns.Stats(),
 		Arrivals: b.arrivals.Stats(),
 	}
 }

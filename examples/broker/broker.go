@@ -18,6 +18,7 @@ import (
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
+	"github.com/brokercore/brokercore/txn"
 )
 
 // Defaults of Config. The zero Config is a working broker on these.
@@ -52,7 +53,8 @@ type Config struct {
 	// the offsets file is corrupt; without it such a start fails, so
 	// offsets are never silently reset.
 	OffsetFallback bool
-	// Tick is the scheduler's due-time re-check period (0 = its default).
+	// Tick is the scheduler's due-time re-check period and the transaction
+	// manager's check round period (0 = their defaults).
 	Tick time.Duration
 	// Now is handed to every package (nil = time.Now); tests move it.
 	Now    func() time.Time
@@ -112,6 +114,8 @@ type Broker struct {
 	sched     *schedule.Scheduler
 	consumers *consumer.Registry
 	offsets   *offset.Manager
+	txns      *txn.Manager
+	checks    *checkHub // the txn.Checker: check-backs long-polled by producers
 
 	// pollCtx ends every pop in flight when the broker shuts down, on top
 	// of pop.Close, so no long poll can hold the HTTP shutdown.
@@ -164,6 +168,9 @@ func newBroker(cfg Config) (*Broker, error) {
 	opts.ConsumerScanEvery = cfg.Housekeep
 	opts.Now = cfg.Now
 	opts.Logger = cfg.Logger
+	checks := newCheckHub(cfg.Now)
+	opts.Txn.Checker = checks
+	opts.Txn.Tick = cfg.Tick
 	core, err := brokercore.Open(cfg.DataDir, opts)
 	if err != nil {
 		return nil, err
@@ -179,6 +186,8 @@ func newBroker(cfg Config) (*Broker, error) {
 		sched:     core.Scheduler(),
 		consumers: core.Consumers(),
 		offsets:   core.Offsets(),
+		txns:      core.Transactions(),
+		checks:    checks,
 	}
 	b.pollCtx, b.stopPolls = context.WithCancel(context.Background())
 	return b, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
+	"github.com/brokercore/brokercore/txn"
 )
 
 // errorTable maps the packages' sentinel errors to HTTP answers. The first
@@ -37,6 +38,11 @@ var errorTable = []struct {
 	{lock.ErrInvalid, http.StatusBadRequest, "bad_request"},
 	{consumer.ErrInvalid, http.StatusBadRequest, "bad_request"},
 	{schedule.ErrInvalid, http.StatusBadRequest, "bad_request"},
+	{txn.ErrNotFound, http.StatusNotFound, "unknown_transaction"},
+	{txn.ErrAlreadyResolved, http.StatusConflict, "already_resolved"},
+	{txn.ErrUncertain, http.StatusServiceUnavailable, "uncertain"},
+	{txn.ErrInvalid, http.StatusBadRequest, "bad_request"},
+	{txn.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
 	{store.ErrInvalid, http.StatusBadRequest, "bad_request"},
 	{store.ErrOffsetTooSmall, http.StatusBadRequest, "offset_too_small"},
 	{store.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/brokercore/brokercore/txn"
 )
 
 // Server timeouts (the write timeout is Config.WriteTimeout). A
@@ -100,6 +102,10 @@ func (b *Broker) routes() []route {
 		{"POST", "/v1/offsets/commit", b.handleCommit},
 		{"GET", "/v1/offsets", b.handleQueryOffset},
 		{"POST", "/v1/offsets/reset", b.handleReset},
+		{"POST", "/v1/transactions", b.handlePrepare},
+		{"POST", "/v1/transactions/checks", b.handleChecks},
+		{"POST", "/v1/transactions/{id}/commit", b.handleEnd(txn.Commit)},
+		{"POST", "/v1/transactions/{id}/rollback", b.handleEnd(txn.Rollback)},
 		{"GET", "/v1/stats", b.handleStats},
 		{"GET", "/stats", b.handleStats},
 		{"GET", "/healthz", func(http.ResponseWriter, *http.Request) (any, error) {

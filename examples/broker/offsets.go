@@ -248,6 +248,7 @@ type statsOut struct {
 	ScheduleProgress map[int]int64 `json:"schedule_progress"`
 	Consumer         any           `json:"consumer"`
 	Offset           any           `json:"offset"`
+	Txn              any           `json:"txn"`
 	HTTP             HTTPStats     `json:"http"`
 }
 
@@ -260,6 +261,7 @@ func (b *Broker) handleStats(_ http.ResponseWriter, _ *http.Request) (any, error
 		ScheduleProgress: b.sched.Progress(),
 		Consumer:         statsJSON(b.consumers.Stats()),
 		Offset:           statsJSON(b.offsets.Stats()),
+		Txn:              statsJSON(b.txns.Stats()),
 		HTTP:             b.httpStats.snapshot(),
 	}, nil
 }

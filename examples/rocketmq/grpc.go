@@ -37,5 +37,9 @@ func startGRPC(s *server.Server, addr, dir string) (*grpcapi.Server, error) {
 		Logger:     s.Logger().With("pkg", "grpc"),
 		QueueCount: func(topic string) (int, error) { return s.Topics().Ensure(topic, 0) },
 		ACL:        s.ACL(),
+
+		// The admin tables: FIFO groups and topic message types.
+		GroupFIFO:        s.Groups().Orderly,
+		TopicMessageType: s.TopicConfigs().MessageType,
 	})
 }

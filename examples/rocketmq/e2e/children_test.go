@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/brokercore/brokercore"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -61,7 +62,8 @@ func childBroker() int {
 			return nil, err
 		}
 		s, err := server.Start(server.Config{Dir: os.Getenv("E2E_DIR"), NameSrvAddr: os.Getenv("E2E_NS"),
-			BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-", Flush: os.Getenv("E2E_FLUSH"), ACL: az})
+			BrokerAddr: os.Getenv("E2E_BR"), MetricsAddr: "-", Flush: os.Getenv("E2E_FLUSH"), ACL: az,
+			Core: brokercore.Options{Txn: childTxnOptions()}}) // txn_helpers_test.go
 		if err != nil {
 			return nil, err
 		}

@@ -1,8 +1,8 @@
 package grpcapi
 
 import (
+	"crypto/md5"
 	"fmt"
-	"hash/crc32"
 	"strconv"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
@@ -21,6 +21,10 @@ const (
 	PropBornHost       = "BORN_HOST"          // the producer's host
 	PropStartDeliver   = "__STARTDELIVERTIME" // the scheduler's timer properties,
 	PropTimerDeliverMS = "TIMER_DELIVER_MS"   // removed when a timer delivers
+	// PropTags and PropKeys are a message's tag and its keys (separated by
+	// spaces), RocketMQ's TAGS and KEYS properties.
+	PropTags = "TAGS"
+	PropKeys = "KEYS"
 	// PropDeliveryTime is a DELAY message's delivery time (Unix ms) as the
 	// producer set it; it stays with the message so that receivers see it.
 	PropDeliveryTime = "DELIVERY_TIME_MS"
@@ -34,6 +38,8 @@ var systemProps = map[string]bool{
 	brokercore.PropDLQOriginOffset: true, brokercore.PropDLQOriginMessageID: true,
 	"TAGS": true, "KEYS": true, "REAL_TOPIC": true, "REAL_QID": true, "DELAY": true,
 	"WAIT": true, "TRAN_MSG": true, "MIN_OFFSET": true, "MAX_OFFSET": true,
+	"PGROUP": true, "TRAN_PREPARED_QUEUE_OFFSET": true, "CHECK_IMMUNITY_TIME_IN_SECONDS": true,
+	"TRANSACTION_CHECK_TIMES": true, "__transactionId__": true,
 }
 
 // messageID is the id a client sees: the producer's UNIQ_KEY, or one made
@@ -45,15 +51,15 @@ func messageID(m *store.Message) string {
 	return fmt.Sprintf("FF%032X", m.LogOffset)
 }
 
-// appendDigest appends the CRC32 the client checks, in its exact
-// spelling: upper-case hex without padding.
+// appendDigest appends the body digest Apache's proxy sends, in its exact
+// spelling: MD5 as 32 upper-case hex digits (BinaryUtil.generateMd5). The
+// clients of every language check it; some check only MD5 and flag any
+// other digest as a corrupted message.
 func appendDigest(dst, body []byte) []byte {
-	at := len(dst)
-	dst = strconv.AppendUint(dst, uint64(crc32.ChecksumIEEE(body)), 16)
-	for i := at; i < len(dst); i++ {
-		if c := dst[i]; 'a' <= c && c <= 'f' {
-			dst[i] = c - 'a' + 'A'
-		}
+	const digits = "0123456789ABCDEF"
+	sum := md5.Sum(body)
+	for _, c := range sum {
+		dst = append(dst, digits[c>>4], digits[c&0x0f])
 	}
 	return dst
 }
@@ -88,7 +94,7 @@ func (f *frame) fill(m *store.Message, r receipt, attempts int, invisible *durat
 	b = appendDigest(b, m.Body)
 	hd := string(b)
 	f.handle = hd[:n]
-	f.digest = v2.Digest{Type: v2.DigestType_CRC32, Checksum: hd[n:]}
+	f.digest = v2.Digest{Type: v2.DigestType_MD5, Checksum: hd[n:]}
 	f.born = timestamppb.Timestamp{Seconds: m.BornAt.Unix(), Nanos: int32(m.BornAt.Nanosecond())}
 	f.stored = timestamppb.Timestamp{Seconds: m.StoredAt.Unix(), Nanos: int32(m.StoredAt.Nanosecond())}
 	f.queueOffset, f.attempt = m.QueueOffset, int32(attempts)

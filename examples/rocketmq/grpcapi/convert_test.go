@@ -1,6 +1,8 @@
 package grpcapi
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"hash/crc32"
 	"strconv"
 	"strings"
@@ -56,8 +58,9 @@ func TestFramesRenderEveryFieldAndStayIndependent(t *testing.T) {
 		r, err := parseReceipt(sp.GetReceiptHandle())
 		require.NoError(t, err)
 		require.Equal(t, receipt{queue: m.QueueID, offset: m.QueueOffset, pop: handles[i]}, r)
-		require.Equal(t, strings.ToUpper(strconv.FormatUint(uint64(crc32.ChecksumIEEE(m.Body)), 16)), sp.GetBodyDigest().GetChecksum())
-		require.Equal(t, v2.DigestType_CRC32, sp.GetBodyDigest().GetType())
+		sum := md5.Sum(m.Body) // Apache's proxy: MD5, upper-case hex (BinaryUtil.generateMd5)
+		require.Equal(t, strings.ToUpper(hex.EncodeToString(sum[:])), sp.GetBodyDigest().GetChecksum())
+		require.Equal(t, v2.DigestType_MD5, sp.GetBodyDigest().GetType())
 		require.EqualValues(t, i+1, sp.GetDeliveryAttempt())
 		require.EqualValues(t, m.QueueID, sp.GetQueueId())
 		require.Equal(t, m.QueueOffset, sp.GetQueueOffset())
@@ -86,4 +89,23 @@ func TestFramesRenderEveryFieldAndStayIndependent(t *testing.T) {
 	var got0 v2.ReceiveMessageResponse
 	require.NoError(t, proto.Unmarshal(wire[0], &got0))
 	require.Equal(t, map[string]string{"user": "v"}, got0.GetMessage().GetUserProperties(), "system properties are not user properties")
+}
+
+// BenchmarkDigest1KiB is the body digest of a receive frame: MD5 (what
+// Apache sends and every client checks) against the CRC32 it replaced.
+func BenchmarkDigest1KiB(b *testing.B) {
+	body := make([]byte, 1024)
+	buf := make([]byte, 0, 64)
+	b.Run("md5", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			buf = appendDigest(buf[:0], body)
+		}
+	})
+	b.Run("crc32", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			buf = strconv.AppendUint(buf[:0], uint64(crc32.ChecksumIEEE(body)), 16)
+		}
+	})
 }

@@ -17,15 +17,25 @@
 //
 //   - QueryRoute: every topic has Options.Queues (or Options.QueueCount)
 //     readable and writable queues in a stable order on this broker, which
-//     accept NORMAL, FIFO, DELAY and TRANSACTION messages; the broker
-//     endpoints are Options.Advertise or the address the client reached.
+//     accept NORMAL, FIFO, DELAY and TRANSACTION messages, or only the
+//     topic's message.type (Options.TopicMessageType), whose other types
+//     a send is refused; the broker endpoints are Options.Advertise or the
+//     address the client reached.
 //   - SendMessage: one atomic store append per request, one OK entry per
 //     message with the client's id (kept as UNIQ_KEY). Normal messages go
 //     round robin, FIFO ones to queue hash(message_group) mod queues, DELAY
 //     ones to the scheduler's timers (schedule.Scheduler.At). Bad input gets
 //     the protocol's code and a message, and nothing is stored.
 //     Transactional messages are answered NOT_IMPLEMENTED, and so is
-//     EndTransaction.
+//     EndTransaction. A DELAY message's entry carries Apache 5.3's recall
+//     handle (base64url of "v1 topic broker timestamp id").
+//   - Priority (RocketMQ 5.4) and lite-topic (5.5) messages are not
+//     supported: routes never list them among the accepted types (the
+//     stock producer refuses such a send itself), a send of one is
+//     MESSAGE_PROPERTY_CONFLICT_WITH_TYPE (Apache's answer for a type its
+//     topic does not accept) and SyncLiteSubscription NOT_IMPLEMENTED.
+//   - RecallMessage: cancels a DELAY message's timer by that handle
+//     (schedule.Scheduler.CancelAt), with Apache's answers.
 //   - ReceiveMessage: a pop (pop.Service) across all the topic's queues —
 //     the requested queue only selects the broker — with the request's batch
 //     size, invisible time (Options.PushInvisible when none is given, as for
@@ -35,8 +45,9 @@
 //     cut to end Options.DeadlineMargin before the client's deadline: the
 //     client drops a whole answer whose stream has not ended by then. An
 //     empty answer is MESSAGE_NOT_FOUND.
-//   - FIFO: a consumer group whose name ends in Options.FIFOSuffix ("-fifo")
-//     or is listed in Options.FIFOGroups consumes in order: its receives are
+//   - FIFO: a consumer group whose name ends in Options.FIFOSuffix ("-fifo"),
+//     is listed in Options.FIFOGroups or is orderly by Options.GroupFIFO
+//     (the host's subscription group table) consumes in order: its receives are
 //     FIFO pops, each queue handing out one batch at a time. A receive that
 //     carries the attempt_id of the batch in flight gets that batch again at
 //     once, with fresh receipt handles and no extra attempt counted, even
@@ -57,10 +68,12 @@
 //     broker), always OK and non-empty.
 //   - Heartbeat and Telemetry: consumers are registered in the consumer
 //     registry; the first settings command of a stream is answered with the
-//     server's settings (max body size; for consumers the FIFO flag, batch
-//     size, long-polling time and an exponential backoff from 1 s, ×2, up
-//     to 10 s, with the max attempts; metrics off). See Options.SettingsHold
-//     for why that answer waits about a second.
+//     server's settings (max body size; for producers Apache's send retry
+//     policy, 3 attempts from 10 ms, ×2, up to 1 s; for consumers the FIFO
+//     flag, batch size, long-polling time and an exponential backoff from
+//     1 s, ×2, up to 10 s, with the max attempts; metrics off). See
+//     Options.SettingsHold for why that answer waits about a second.
+//   - Message frames carry Apache's body digest: MD5, upper-case hex.
 //
 // Nothing waits for a client's settings: sends and receives work before
 // they arrive. The v5 client never closes its streams, so a client is

@@ -1,6 +1,7 @@
 package grpcapi
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -38,4 +39,24 @@ func TestBackoffIsTheClientsExponential(t *testing.T) {
 	require.Equal(t, []float64{1, 2, 4, 8, 10, 10}, got)
 	require.Equal(t, 125.0, o.retryBudget().Seconds()) // 1+2+4+8+10×11
 	require.Greater(t, o.PushInvisible, o.retryBudget())
+}
+
+// FuzzParseRecallHandle: any string either decodes into a handle, or is
+// refused; it never panics, and every handle the server makes decodes back
+// to what was put in.
+func FuzzParseRecallHandle(f *testing.F) {
+	f.Add("", "t", "b", int64(0), "id")
+	f.Add("djEgdCBiIDEgaWQ=", "topic", "broker-a", int64(1764547200000), "0A0B0C")
+	f.Add("djEgdCBiIDEgaWQ", "a", "b", int64(-5), "x y")
+	f.Add("v1 t b 1 id", "", "", int64(1), "")
+	f.Fuzz(func(t *testing.T, s, topic, broker string, due int64, id string) {
+		_, _ = parseRecallHandle(s)
+		if topic == "" || broker == "" || id == "" || due < 0 || due == 1<<63-1 ||
+			strings.Contains(topic+broker+id, " ") {
+			return
+		}
+		h, err := parseRecallHandle(recallHandle(topic, broker, due, id))
+		require.NoError(t, err)
+		require.Equal(t, parsedRecall{topic: topic, broker: broker, id: id, dueMS: due}, h)
+	})
 }

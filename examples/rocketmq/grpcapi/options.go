@@ -25,6 +25,15 @@ const (
 	DefaultBackoffInitial    = time.Second
 	DefaultBackoffMax        = 10 * time.Second
 	DefaultBackoffMultiplier = 2
+	// ProducerMaxAttempts, ProducerBackoffInitial, ProducerBackoffMax and
+	// ProducerBackoffMultiplier are the send retry policy every producer's
+	// settings answer carries: Apache's proxy's defaults
+	// (grpcClientProducerMaxAttempts, …BackoffInitialMillis,
+	// …BackoffMaxMillis, …BackoffMultiplier).
+	ProducerMaxAttempts       = 3
+	ProducerBackoffInitial    = 10 * time.Millisecond
+	ProducerBackoffMax        = time.Second
+	ProducerBackoffMultiplier = 2
 	// DefaultBatchSize is the push consumers' receive batch size.
 	DefaultBatchSize = 32
 	// DefaultLongPolling is the push consumers' long-polling time, and the
@@ -69,6 +78,17 @@ type Options struct {
 	// FIFOGroups names more.
 	FIFOSuffix string
 	FIFOGroups []string
+	// GroupFIFO, if set, reports groups the host's subscription group
+	// table marks orderly (RocketMQ's consumeMessageOrderly, set with
+	// mqadmin updateSubGroup -o true): they are FIFO whatever their name.
+	// It is called for every receive and settings answer; keep it cheap.
+	GroupFIFO func(group string) bool
+	// TopicMessageType, if set, gives a topic's message.type attribute
+	// (Apache's TopicMessageType: "NORMAL", "FIFO", "DELAY",
+	// "TRANSACTION"; "" or "MIXED" = any): its routes accept that type only
+	// and a send of another type is MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as
+	// Apache's proxy does. Called for every route and send; keep it cheap.
+	TopicMessageType func(topic string) string
 	// MaxAttempts is the total number of deliveries of a message reported
 	// to consumers (default DefaultMaxAttempts); the pop service must be
 	// configured with the same value (it dead-letters after that many).
@@ -177,6 +197,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// resyncGap is how long after a Telemetry stream's first settings command
+// a command counts as the client's 1-s re-sync rather than one more of
+// Start's per-route syncs: two fifths of SettingsHold (600 ms by default).
+func (o Options) resyncGap() time.Duration { return o.SettingsHold * 2 / 5 }
+
 // backoff is the retry delay after the failed delivery number attempt
 // (1 = the first), as the client computes it from the settings.
 func (o Options) backoff(attempt int) time.Duration {
@@ -206,5 +231,5 @@ func (o Options) isFIFO(group string) bool {
 			return true
 		}
 	}
-	return false
+	return o.GroupFIFO != nil && o.GroupFIFO(group)
 }

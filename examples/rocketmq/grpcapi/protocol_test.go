@@ -63,7 +63,19 @@ func TestSettingsAnswerWhatTheClientsNeed(t *testing.T) {
 	st := ask(&v2.Settings{ClientType: &prod, PubSub: &v2.Settings_Publishing{Publishing: &v2.Publishing{}}})
 	require.NotNil(t, st.GetPublishing())
 	assert.EqualValues(t, grpcapi.DefaultMaxBodySize, st.GetPublishing().GetMaxBodySize())
+	assert.True(t, st.GetPublishing().GetValidateMessageType())
 	assert.False(t, st.GetMetric().GetOn())
+	// Apache's proxy sends producers a backoff policy too (ProxyConfig's
+	// grpcClientProducer* values); a client of another language throws in
+	// its settings handler without one.
+	bp := st.GetBackoffPolicy()
+	require.NotNil(t, bp, "a producer's settings answer carries a backoff policy")
+	assert.EqualValues(t, 3, bp.GetMaxAttempts())
+	pexp := bp.GetExponentialBackoff()
+	require.NotNil(t, pexp)
+	assert.Equal(t, 10*time.Millisecond, pexp.GetInitial().AsDuration())
+	assert.Equal(t, time.Second, pexp.GetMax().AsDuration())
+	assert.EqualValues(t, 2, pexp.GetMultiplier())
 }
 
 // TestBadSendsAreRefusedWithTheirCodeAndNothingStored.
@@ -107,15 +119,18 @@ func TestBadSendsAreRefusedWithTheirCodeAndNothingStored(t *testing.T) {
 		"fifo no group":   {msg(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_FIFO }), v2.Code_ILLEGAL_MESSAGE_GROUP},
 		"delay no time":   {msg(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_DELAY }), v2.Code_ILLEGAL_DELIVERY_TIME},
 		"normal w/ group": {msg(func(m *v2.Message) { m.SystemProperties.MessageGroup = tag("g") }), v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
-		"transaction":     {msg(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_TRANSACTION }), v2.Code_NOT_IMPLEMENTED},
+		"transaction":     {msg(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_TRANSACTION }), v2.Code_BAD_REQUEST}, // not in a batch
 		"delay too far": {msg(func(m *v2.Message) {
 			m.SystemProperties.MessageType = v2.MessageType_DELAY
 			m.SystemProperties.DeliveryTimestamp = timestamppb.New(time.Now().Add(3 * 365 * 24 * time.Hour))
 		}), v2.Code_ILLEGAL_DELIVERY_TIME},
 	}
 	for name, tc := range cases {
-		good := msg(func(*v2.Message) {})
-		resp, err := c.SendMessage(ctx, &v2.SendMessageRequest{Messages: []*v2.Message{good, tc.m}})
+		batch := []*v2.Message{msg(func(*v2.Message) {}), tc.m}
+		if tc.m.GetTopic().GetName() != batch[0].GetTopic().GetName() {
+			batch = batch[1:] // a batch of two topics is MESSAGE_CORRUPTED whatever its messages
+		}
+		resp, err := c.SendMessage(ctx, &v2.SendMessageRequest{Messages: batch})
 		require.NoError(t, err, name)
 		assert.Equal(t, tc.code, resp.GetStatus().GetCode(), "%s: %s", name, resp.GetStatus().GetMessage())
 		assert.NotEmpty(t, resp.GetStatus().GetMessage(), name)
@@ -128,7 +143,7 @@ func TestBadSendsAreRefusedWithTheirCodeAndNothingStored(t *testing.T) {
 	}
 	end, err := c.EndTransaction(ctx, &v2.EndTransactionRequest{Topic: &v2.Resource{Name: "bad"}, MessageId: "01ABC", TransactionId: "x"})
 	require.NoError(t, err)
-	assert.Equal(t, v2.Code_NOT_IMPLEMENTED, end.GetStatus().GetCode())
+	assert.Equal(t, v2.Code_INVALID_TRANSACTION_ID, end.GetStatus().GetCode())
 }
 
 // TestBadHandlesAndFiltersAreRefused: a forged handle is refused with

@@ -13,8 +13,27 @@ import (
 )
 
 // acceptAll is every message type a queue accepts: the producer refuses to
-// send a type a route's queue does not list.
+// send a type a route's queue does not list. PRIORITY (RocketMQ 5.4) and
+// LITE (5.5) are not among them: see unsupportedType and
+// SyncLiteSubscription.
 var acceptAll = []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_FIFO, v2.MessageType_DELAY, v2.MessageType_TRANSACTION}
+
+// typedAccept is the accepted types of a topic with a message.type.
+var typedAccept = map[string][]v2.MessageType{
+	"NORMAL": {v2.MessageType_NORMAL}, "FIFO": {v2.MessageType_FIFO},
+	"DELAY": {v2.MessageType_DELAY}, "TRANSACTION": {v2.MessageType_TRANSACTION},
+}
+
+// acceptTypes is what a topic's queues accept: its message.type
+// (Options.TopicMessageType), or every supported type.
+func (s *Server) acceptTypes(topic string) []v2.MessageType {
+	if s.opts.TopicMessageType != nil {
+		if ts, ok := typedAccept[s.opts.TopicMessageType(topic)]; ok {
+			return ts
+		}
+	}
+	return acceptAll
+}
 
 // validGroup, validTopic, validReadTopic and validTopicName are the
 // library's name rules: a group name (brokercore.CheckGroupName); a topic
@@ -97,7 +116,7 @@ func (s *Server) queue(topic *v2.Resource, id int32, ep *v2.Endpoints) *v2.Messa
 		Id:                 id,
 		Permission:         v2.Permission_READ_WRITE,
 		Broker:             &v2.Broker{Name: s.opts.BrokerName, Id: 0, Endpoints: ep},
-		AcceptMessageTypes: acceptAll,
+		AcceptMessageTypes: s.acceptTypes(topic.GetName()),
 	}
 }
 
@@ -182,6 +201,16 @@ func (s *Server) NotifyClientTermination(ctx context.Context, req *v2.NotifyClie
 		}
 	}
 	return &v2.NotifyClientTerminationResponse{Status: ok()}, nil
+}
+
+// SyncLiteSubscription refuses lite-topic subscriptions (RocketMQ 5.5):
+// NOT_IMPLEMENTED, the code Apache's proxy gives a request its broker does
+// not support (REQUEST_CODE_NOT_SUPPORTED). The stock lite push consumer
+// returns it from SubscribeLite.
+func (s *Server) SyncLiteSubscription(ctx context.Context, req *v2.SyncLiteSubscriptionRequest) (*v2.SyncLiteSubscriptionResponse, error) {
+	s.seen(ctx)
+	st := status(v2.Code_NOT_IMPLEMENTED, "lite topics are not supported by this broker")
+	return &v2.SyncLiteSubscriptionResponse{Status: s.reject(ctx, "SyncLiteSubscription", st, "topic", req.GetTopic().GetName(), "group", req.GetGroup().GetName())}, nil
 }
 
 // seen records that the caller is alive.

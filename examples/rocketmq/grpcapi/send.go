@@ -34,15 +34,22 @@ type timer interface {
 func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*v2.SendMessageResponse, error) {
 	s.seen(ctx)
 	if len(req.GetMessages()) == 0 {
-		return &v2.SendMessageResponse{Status: s.reject(ctx, "SendMessage", status(v2.Code_BAD_REQUEST, "no messages"))}, nil
+		return &v2.SendMessageResponse{Status: s.reject(ctx, "SendMessage", status(v2.Code_MESSAGE_CORRUPTED, "no message to send"))}, nil
 	}
 	msgs := make([]*store.Message, 0, len(req.GetMessages()))
+	first := req.GetMessages()[0].GetTopic()
 	for _, pm := range req.GetMessages() {
+		if pm.GetTopic().GetName() != first.GetName() || pm.GetTopic().GetResourceNamespace() != first.GetResourceNamespace() {
+			return &v2.SendMessageResponse{Status: s.reject(ctx, "SendMessage", status(v2.Code_MESSAGE_CORRUPTED, "topic in message is not same"), "topic", first.GetName())}, nil
+		}
 		m, st := s.fromProto(pm)
 		if st != nil {
 			return &v2.SendMessageResponse{Status: s.reject(ctx, "SendMessage", st, "topic", pm.GetTopic().GetName())}, nil
 		}
 		msgs = append(msgs, m)
+	}
+	if resp := s.sendHalf(ctx, req, msgs); resp != nil { // transaction.go
+		return resp, nil
 	}
 	if err := s.b.Store().Append(msgs...); err != nil {
 		code := v2.Code_INTERNAL_ERROR
@@ -54,7 +61,9 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 	}
 	entries := make([]*v2.SendResultEntry, len(msgs))
 	for i, m := range msgs {
-		entries[i] = &v2.SendResultEntry{Status: ok(), MessageId: req.GetMessages()[i].GetSystemProperties().GetMessageId(), Offset: m.QueueOffset}
+		pm := req.GetMessages()[i]
+		id := pm.GetSystemProperties().GetMessageId()
+		entries[i] = &v2.SendResultEntry{Status: ok(), MessageId: id, Offset: m.QueueOffset, RecallHandle: s.recallHandleFor(pm.GetTopic().GetName(), id, m)}
 	}
 	return &v2.SendMessageResponse{Status: ok(), Entries: entries}, nil
 }
@@ -102,6 +111,14 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 		return nil, status(v2.Code_MESSAGE_PROPERTIES_TOO_LARGE, "properties of %d bytes are over %d", size, maxPropsBytes)
 	}
 	props[PropUniqKey] = sp.GetMessageId()
+	// The tag and keys are RocketMQ properties too, as Apache's proxy
+	// stores them: remoting consumers read (and filter by) these.
+	if sp.Tag != nil {
+		props[PropTags] = sp.GetTag()
+	}
+	if len(sp.GetKeys()) > 0 {
+		props[PropKeys] = strings.Join(sp.GetKeys(), " ")
+	}
 	if sp.GetBornHost() != "" {
 		props[PropBornHost] = sp.GetBornHost()
 	}
@@ -121,6 +138,9 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 	if st != nil {
 		return nil, st
 	}
+	if st := unsupportedType(sp); st != nil {
+		return nil, st
+	}
 	typ := sp.GetMessageType()
 	if typ == v2.MessageType_MESSAGE_TYPE_UNSPECIFIED {
 		switch {
@@ -131,6 +151,9 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 		default:
 			typ = v2.MessageType_NORMAL
 		}
+	}
+	if want := s.acceptTypes(topic); len(want) == 1 && want[0] != typ {
+		return nil, status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "TopicMessageType validate failed, the expected type is %s, but actual type is %s", want[0], typ)
 	}
 	switch typ {
 	case v2.MessageType_NORMAL:
@@ -160,10 +183,26 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 		m.QueueID = int(s.rr.Add(1) % uint64(queues))
 		return s.delay(m, sp.GetDeliveryTimestamp().AsTime())
 	case v2.MessageType_TRANSACTION:
-		return nil, status(v2.Code_NOT_IMPLEMENTED, "transactional messages are not implemented by this broker")
+		return s.asTransactional(m, sp, queues) // transaction.go
 	default:
 		return nil, status(v2.Code_BAD_REQUEST, "unknown message type %v", typ)
 	}
+}
+
+// unsupportedType refuses RocketMQ 5.4's priority and 5.5's lite-topic
+// messages, by their type or by their field alone (a message of another
+// type carrying one would lose it silently otherwise). The code is the
+// one Apache's proxy answers a message type its topic does not accept
+// (TopicMessageTypeValidator): no topic here accepts these types, and no
+// route lists them (acceptAll).
+func unsupportedType(sp *v2.SystemProperties) *v2.Status {
+	switch {
+	case sp.GetMessageType() == v2.MessageType_PRIORITY || sp.Priority != nil:
+		return status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "priority messages are not supported by this broker: its topics accept NORMAL, FIFO, DELAY and TRANSACTION messages")
+	case sp.GetMessageType() == v2.MessageType_LITE || sp.LiteTopic != nil:
+		return status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "lite-topic messages are not supported by this broker: its topics accept NORMAL, FIFO, DELAY and TRANSACTION messages")
+	}
+	return nil
 }
 
 // delay hands m to the scheduler's timers; a time already passed is a

@@ -46,8 +46,10 @@ type Server struct {
 	tls  *tls.Config
 	gs   *grpc.Server
 
-	clients *clientTable
-	rr      atomic.Uint64 // round robin of normal sends
+	clients   *clientTable
+	producers producerStreams // Telemetry streams of producers, for transaction checks
+	metrics   metrics
+	rr        atomic.Uint64 // round robin of normal sends
 
 	attemptPrefix string        // server-made FIFO attempt ids: prefix + counter
 	attempts      atomic.Uint64 // of receives that carry none
@@ -98,6 +100,8 @@ func (s *Server) grpcServer(impl v2.MessagingServiceServer) *grpc.Server {
 		// connections still in it.
 		grpc.ConnectionTimeout(s.opts.HandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(s.metrics.unary),
+		grpc.ChainStreamInterceptor(s.metrics.streaming),
 	}, s.aclServerOptions()...)...)
 	v2.RegisterMessagingServiceServer(gs, impl)
 	return gs

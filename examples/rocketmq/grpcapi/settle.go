@@ -141,10 +141,3 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.Fo
 		"client", clientID(ctx), "attempts", req.GetDeliveryAttempt())
 	return &v2.ForwardMessageToDeadLetterQueueResponse{Status: ok()}, nil
 }
-
-// EndTransaction is not implemented: transactional (half) messages are
-// refused at SendMessage with NOT_IMPLEMENTED, so no transaction exists.
-func (s *Server) EndTransaction(ctx context.Context, req *v2.EndTransactionRequest) (*v2.EndTransactionResponse, error) {
-	s.seen(ctx)
-	return &v2.EndTransactionResponse{Status: s.reject(ctx, "EndTransaction", status(v2.Code_NOT_IMPLEMENTED, "transactions are not implemented by this broker"), "topic", req.GetTopic().GetName())}, nil
-}

@@ -25,6 +25,9 @@ import (
 // Options.SettingsHold holds the first answer until the client's first
 // re-sync (1 s after its Start) arrived, at most that long, so the client's
 // own settings sync happens before it applies the answer (see SettingsHold).
+// The commands of Start's burst (one per topic route the client looks up)
+// come within milliseconds of each other; the re-sync is the first one at
+// least resyncGap after the first.
 //
 // The stream stays open until the client goes away or the server closes;
 // the v5 client never closes it, so its end releases nothing — a client
@@ -54,20 +57,34 @@ func (s *Server) Telemetry(stream grpc.BidiStreamingServer[v2.TelemetryCommand, 
 		}
 	}()
 	var first *v2.Settings
+	var firstAt time.Time
 	var hold <-chan time.Time
 	answered := false
+	ps := &producerStream{client: id, push: make(chan *v2.TelemetryCommand, pushQueue)} // transaction.go
+	defer s.producers.remove(ps)
 	for {
 		select {
+		case cmd := <-ps.push: // a transaction check for this producer
+			if err := stream.Send(cmd); err != nil {
+				return err
+			}
 		case st := <-cmds:
+			s.producers.publishing(ps, st, s.opts.Now())
 			answer := s.settingsFor(id, st, lang)
 			if answered {
 				continue
 			}
 			if first == nil && s.opts.SettingsHold > 0 {
-				first = answer
+				first, firstAt = answer, time.Now()
 				t := time.NewTimer(s.opts.SettingsHold)
 				defer t.Stop()
 				hold = t.C
+				continue
+			}
+			if first != nil && time.Since(firstAt) < s.opts.resyncGap() {
+				// One more of Start's per-topic syncs (a client of several
+				// topics sends one per route), not the re-sync yet.
+				first = answer
 				continue
 			}
 			if err := s.sendSettings(stream, answer); err != nil {
@@ -92,6 +109,18 @@ func (s *Server) sendSettings(stream grpc.BidiStreamingServer[v2.TelemetryComman
 	return stream.Send(&v2.TelemetryCommand{Status: ok(), Command: &v2.TelemetryCommand_Settings{Settings: st}})
 }
 
+// producerBackoff is the send retry policy of every producer, Apache's
+// proxy's (ProxyConfig.grpcClientProducer*): 3 attempts, exponential from
+// 10 ms, ×2, up to 1 s. It is only ever marshalled, never changed.
+var producerBackoff = &v2.RetryPolicy{
+	MaxAttempts: ProducerMaxAttempts,
+	Strategy: &v2.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &v2.ExponentialBackoff{
+		Initial:    durationpb.New(ProducerBackoffInitial),
+		Max:        durationpb.New(ProducerBackoffMax),
+		Multiplier: ProducerBackoffMultiplier,
+	}},
+}
+
 // settingsFor records what the client told and returns the server settings
 // for its client type.
 func (s *Server) settingsFor(id string, in *v2.Settings, lang string) *v2.Settings {
@@ -114,10 +143,12 @@ func (s *Server) settingsFor(id string, in *v2.Settings, lang string) *v2.Settin
 	}
 	switch in.GetClientType() {
 	case v2.ClientType_PRODUCER:
-		// No backoff_policy for producers: v5.1.4 writes it into the
-		// RetryPolicy its settings sync marshals concurrently (a data race
-		// in the client), so producers keep their own send attempts
-		// (WithMaxAttempts, default 3).
+		// Apache's proxy answers every producer with its send retry policy
+		// (mergeProducerData); clients of other languages fail to start
+		// without one. The answer waits for the client's first re-sync
+		// (SettingsHold) because v5.1.4 writes the policy into the struct
+		// that re-sync marshals.
+		out.BackoffPolicy = producerBackoff
 		out.PubSub = &v2.Settings_Publishing{Publishing: &v2.Publishing{
 			Topics:              in.GetPublishing().GetTopics(),
 			MaxBodySize:         int32(s.opts.MaxBodySize),

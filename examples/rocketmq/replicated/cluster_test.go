@@ -180,3 +180,43 @@ func TestFollowerForwardsSendsToTheLeader(t *testing.T) {
 	}
 	require.NotContains(t, route, `broker-a-`+c.nodes[l].Node().ID(), "the leader is not listed twice")
 }
+
+// An admin reset on the leader moves the replicated committed offset, on
+// every node.
+func TestAdminResetIsReplicated(t *testing.T) {
+	c := startCluster(t, 3)
+	l := c.leader(30 * time.Second)
+	w := writer{c.nodes[l].Node()}
+	var msgs []*store.Message
+	for range 5 {
+		msgs = append(msgs, &store.Message{Topic: "orders", Body: []byte("m")})
+	}
+	require.NoError(t, w.Append(msgs))
+	require.NoError(t, w.CommitOffset("g", "orders", 0, 5))
+	_, err := c.nodes[l].Topics().Ensure("orders", 4)
+	require.NoError(t, err)
+	resp, err := call(c.nodes[l].BrokerAddr(), &wire.Command{Code: broker.CodeInvokeBrokerToResetOffset, Language: "GO", Version: 317,
+		ExtFields: map[string]string{"group": "g", "topic": "orders", "queueId": "0", "offset": "2", "timestamp": "0"}})
+	require.NoError(t, err)
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	for i, s := range c.nodes {
+		require.Eventually(t, func() bool {
+			off, ok := s.Node().Committed("g", "orders", 0)
+			return ok && off == 2
+		}, 10*time.Second, 10*time.Millisecond, "node %d", i)
+	}
+}
+
+// Transactions are not replicated: a half message is refused
+// (NO_PERMISSION, as by a broker without a transaction manager), nothing
+// is stored.
+func TestTransactionalSendIsRefused(t *testing.T) {
+	c := startCluster(t, 1)
+	l := c.leader(30 * time.Second)
+	cmd := sendCmd("orders", "half")
+	cmd.ExtFields["properties"] = "TRAN_MSG\x01true\x02PGROUP\x01pg\x02UNIQ_KEY\x01abc\x02"
+	resp, err := call(c.nodes[l].BrokerAddr(), cmd)
+	require.NoError(t, err)
+	require.Equal(t, wire.NoPermission, resp.Code, resp.Remark)
+	require.Zero(t, c.nodes[l].Node().Store().Stats().Messages)
+}

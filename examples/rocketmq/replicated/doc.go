@@ -31,9 +31,14 @@
 // leader: the client's retry can then store it twice. Deduplicate by
 // message key.
 //
+// An admin offset reset (INVOKE_BROKER_TO_RESET_OFFSET) on the leader goes
+// through raft too.
+//
 // Not replicated (yet): CONSUMER_SEND_MSG_BACK (refused: the client then
-// consumes the message again itself, later), transactions, the topic table
-// (every node creates topics on its own, with the same defaults), orderly
-// queue locks (every node has its own table: a new leader starts with
-// none), the gRPC endpoint and the admin HTTP endpoint.
+// consumes the message again itself, later), transactions (half messages
+// are refused with NO_PERMISSION), the topic table and the admin's topic
+// and group configuration (every node creates topics on its own, with the
+// same defaults), orderly queue locks (every node has its own table: a new
+// leader starts with none), the gRPC endpoint, the metrics and admin HTTP
+// endpoint, and ACL (the program refuses -acl with -raft-id).
 package replicated

@@ -270,6 +270,9 @@ func (s *Server) NameSrvAddr() string { return s.nsAddr }
 // BrokerAddr is the broker's advertised address.
 func (s *Server) BrokerAddr() string { return s.brAddr }
 
+// Topics is the node's topic table (every node keeps its own).
+func (s *Server) Topics() *broker.Topics { return s.topics }
+
 // Broker is the remoting broker handler.
 func (s *Server) Broker() *broker.Broker { return s.broker }
 
@@ -288,7 +291,14 @@ type core struct {
 func newCore(n *replica.Node, cfg Config) (*core, error) {
 	c := &core{st: n.Store()}
 	var err error
-	if c.offsets, err = offset.Open(offset.Options{Logger: cfg.Logger, OnReset: func(_, topic string, queueID int, _ int64, _ uint64) {
+	// A reset of the local offsets (the admin's INVOKE_BROKER_TO_RESET_OFFSET)
+	// goes through raft as well, or the replicated committed offset, which
+	// offset queries answer, would not move.
+	log := cfg.Logger.With("node", cfg.ID)
+	if c.offsets, err = offset.Open(offset.Options{Logger: cfg.Logger, OnReset: func(group, topic string, queueID int, off int64, _ uint64) {
+		if err := n.ResetOffset(group, topic, queueID, off); err != nil {
+			log.Warn("offset reset not replicated", "group", group, "topic", topic, "queue", queueID, "offset", off, "err", err)
+		}
 		if b := c.late.Load(); b != nil {
 			b.WakeQueue(topic, queueID)
 		}

@@ -24,6 +24,10 @@ func withGRPC(cfg *server.Config) {
 			Logger:     s.Logger().With("pkg", "grpc"),
 			QueueCount: func(topic string) (int, error) { return s.Topics().Ensure(topic, 0) },
 			ACL:        s.ACL(),
+
+			// The admin tables: FIFO groups and topic message types.
+			GroupFIFO:        s.Groups().Orderly,
+			TopicMessageType: s.TopicConfigs().MessageType,
 		})
 		if err != nil {
 			return nil, err

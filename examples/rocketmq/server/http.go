@@ -75,6 +75,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.s.cfg.ACL != nil {
 		emitStats(ch, "rocketmq_acl", c.s.cfg.ACL.Stats())
 	}
+	if g, ok := c.s.grpc.(prometheus.Collector); ok { // the gRPC listener's own series
+		g.Collect(ch)
+	}
 }
 
 // emitStats turns a Stats struct into metrics: uint64 fields are counters,

@@ -29,6 +29,7 @@ import (
 
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/acl"
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
@@ -116,6 +117,10 @@ type Server struct {
 	wg      sync.WaitGroup
 	once    sync.Once
 	closeEr error
+
+	// groups and topicConfigs: the admin tables (admin.go).
+	groups       *meta.Groups
+	topicConfigs *meta.Topics
 }
 
 // Start opens the core and starts every listener. On error everything
@@ -158,6 +163,7 @@ func Start(cfg Config) (s *Server, err error) {
 			return s, fmt.Errorf("grpc listener: %w", err)
 		}
 	}
+	s.startTransactions() // server/txn.go
 	s.log.Info("rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "metrics", s.MetricsAddr(),
 		"grpc", s.GRPCAddr(), "dir", cfg.Dir)
 	return s, nil
@@ -202,11 +208,15 @@ func (s *Server) open() (err error) {
 	if s.core, err = brokercore.Open(cfg.Dir, coreOptions(cfg, &late)); err != nil {
 		return err
 	}
+	if err := s.openMeta(); err != nil { // admin.go
+		return err
+	}
 	s.broker = broker.NewBroker(s.core, s.topics, broker.BrokerOptions{Addr: s.brAddr,
-		ResetNotifyDelay: cfg.ResetNotifyDelay, AsyncFlush: cfg.Flush == "async", Logger: cfg.Logger})
+		ResetNotifyDelay: cfg.ResetNotifyDelay, AsyncFlush: cfg.Flush == "async", Logger: cfg.Logger,
+		Groups: s.groups, TopicConfigs: s.topicConfigs})
 	late.Store(s.broker)
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
-		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger})
+		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger, TopicConfig: s.routeConfig})
 	s.nsrv = transport.NewServer(s.guard(ns, "namesrv"), transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
 	s.bsrv = transport.NewServer(s.guard(s.broker, "broker"), transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
 	return nil

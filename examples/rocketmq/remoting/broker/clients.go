@@ -31,7 +31,7 @@ type consumerData struct {
 
 type heartbeatData struct {
 	ClientID  string         `json:"clientID"`
-	Producers []struct{}     `json:"producerDataSet"`
+	Producers []producerData `json:"producerDataSet"` // txn.go: checks go to them
 	Consumers []consumerData `json:"consumerDataSet"`
 }
 
@@ -58,6 +58,7 @@ func (b *Broker) heartbeat(c *transport.Conn, req *wire.Command) *wire.Command {
 	}
 	b.stats.heartbeats.Add(1)
 	c.Value("clientID", func() any { return hb.ClientID })
+	b.heardProducers(c, hb.Producers) // txn.go
 	reg := b.core.Consumers()
 	for _, cd := range hb.Consumers {
 		// %RETRY%<group> routes from the group's first heartbeat, or

@@ -17,6 +17,7 @@ func (b *Broker) Serve(ctx context.Context, c *transport.Conn, req *wire.Command
 	var resp *wire.Command
 	switch req.Code {
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
+		b.noteRequester(c, req) // reply.go
 		resp = b.send(c, req)
 	case wire.CodePullMessage:
 		resp = b.pull(ctx, c, req)
@@ -38,7 +39,12 @@ func (b *Broker) Serve(ctx context.Context, c *transport.Conn, req *wire.Command
 		resp = b.unlockBatch(c, req)
 	case wire.CodeConsumerSendMsgBack:
 		resp = b.sendBack(req)
+	case codeEndTransaction:
+		resp = b.endTransaction(c, req) // txn.go
 	default:
+		if resp = b.admin(c, req); resp != nil { // admin.go, reply.go
+			break
+		}
 		b.stats.unsupported.Add(1)
 		b.log.Info("rejected request", "code", req.Code, "client", c.RemoteAddr().String(), "channel", c.ID(),
 			"err", "request code not supported")
@@ -62,7 +68,7 @@ func (b *Broker) logRejection(c *transport.Conn, req, resp *wire.Command) {
 func (b *Broker) Batch(req *wire.Command) bool {
 	switch req.Code {
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
-		return b.opts.AsyncFlush
+		return b.opts.AsyncFlush && !halfRequest(req) // a half goes through the transaction manager
 	}
 	return false
 }
@@ -70,6 +76,9 @@ func (b *Broker) Batch(req *wire.Command) bool {
 // ServeBatch implements transport.BatchHandler: the sends of one read burst, in one
 // store append.
 func (b *Broker) ServeBatch(_ context.Context, c *transport.Conn, reqs []*wire.Command) []*wire.Command {
+	for _, req := range reqs {
+		b.noteRequester(c, req) // reply.go
+	}
 	resps := b.sendBatch(reqs)
 	for i, req := range reqs {
 		b.logRejection(c, req, resps[i])
@@ -84,7 +93,7 @@ func (b *Broker) ServeBatch(_ context.Context, c *transport.Conn, reqs []*wire.C
 func (b *Broker) Inline(req *wire.Command) bool {
 	switch req.Code {
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
-		return b.opts.AsyncFlush
+		return b.opts.AsyncFlush && !halfRequest(req)
 	case wire.CodeGetMaxOffset, wire.CodeGetMinOffset, wire.CodeSearchOffsetByTimestamp, wire.CodeQueryConsumerOffset,
 		wire.CodeGetConsumerListByGroup:
 		return true

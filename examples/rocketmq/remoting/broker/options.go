@@ -3,11 +3,14 @@ package broker
 import (
 	"log/slog"
 	"time"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 )
 
 // Defaults of the options.
 const (
 	DefaultBrokerName       = "broker-a"
+	DefaultCluster          = "DefaultCluster"
 	DefaultMaxPullWait      = 25 * time.Second
 	DefaultMaxReconsume     = 16
 	DefaultMaxPullBytes     = 4 << 20
@@ -21,6 +24,9 @@ type BrokerOptions struct {
 	Addr string
 	// BrokerName labels the broker (default "broker-a").
 	BrokerName string
+	// Cluster is the broker's cluster, stamped on every stored message as
+	// CLUSTER (default DefaultCluster, the name server's too).
+	Cluster string
 	// MaxPullWait caps the long poll of one PULL_MESSAGE (default 25 s; the
 	// client asks for 20 s and gives up after 30 s).
 	MaxPullWait time.Duration
@@ -44,6 +50,12 @@ type BrokerOptions struct {
 	// core. Sends then wait for it on their own goroutines.
 	Writer Writer
 	Logger *slog.Logger
+
+	// Groups and TopicConfigs are the subscription group and topic
+	// configuration tables the admin requests change (admin.go); nil = in
+	// memory.
+	Groups       *meta.Groups
+	TopicConfigs *meta.Topics
 }
 
 func (o BrokerOptions) withDefaults() BrokerOptions {
@@ -61,6 +73,15 @@ func (o BrokerOptions) withDefaults() BrokerOptions {
 	}
 	if o.ResetNotifyDelay == 0 {
 		o.ResetNotifyDelay = DefaultResetNotifyDelay
+	}
+	if o.Cluster == "" {
+		o.Cluster = DefaultCluster
+	}
+	if o.Groups == nil {
+		o.Groups, _ = meta.OpenGroups("")
+	}
+	if o.TopicConfigs == nil {
+		o.TopicConfigs, _ = meta.OpenTopics("")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -50,10 +50,14 @@ func parseSend(req *wire.Command) (sendHeader, error) {
 // send serves SEND_MESSAGE, SEND_MESSAGE_V2 (one-letter names) and
 // SEND_BATCH_MESSAGE: one atomic append, delayed and timed messages through
 // the scheduler.
-func (b *Broker) send(_ *transport.Conn, req *wire.Command) *wire.Command {
+func (b *Broker) send(c *transport.Conn, req *wire.Command) *wire.Command {
 	p := b.prepareSend(req)
 	if p.resp != nil {
 		return p.resp
+	}
+	if p.half {
+		b.heardProducers(c, []producerData{{GroupName: p.group}}) // the sender is a producer of the group
+		return b.sendHalf(&p, p.group)                            // txn.go
 	}
 	return b.appendSend(&p)
 }
@@ -65,6 +69,8 @@ type preparedSend struct {
 	queue int
 	msgs  []*store.Message
 	resp  *wire.Command
+	half  bool   // a transaction's half message (txn.go): not scheduled, prepared
+	group string // the producer group of a half
 }
 
 // prepareSend checks a send and builds its messages (delayed and timed ones
@@ -94,6 +100,10 @@ func (b *Broker) prepareSend(req *wire.Command) preparedSend {
 	msgs, err := b.messagesOf(h, req.Body)
 	if err != nil {
 		return reject(wire.MessageIllegal, err)
+	}
+	b.stampCluster(msgs) // reply.go
+	if isHalfSend(h, msgs[0].Properties) {
+		return preparedSend{req: req, queue: h.queue, msgs: msgs, half: true, group: (&fields{ext: req.ExtFields}).opt("producerGroup", "a")}
 	}
 	if b.opts.Writer != nil {
 		err = checkScheduled(msgs) // the Writer schedules
@@ -170,6 +180,10 @@ func (b *Broker) sendBatch(reqs []*wire.Command) []*wire.Command {
 	n := 0
 	for i, req := range reqs {
 		ps[i] = b.prepareSend(req)
+		if ps[i].half { // Batch keeps halves out; should one come, it is prepared alone
+			ps[i].resp = b.sendHalf(&ps[i], ps[i].group)
+			ps[i].msgs = nil
+		}
 		n += len(ps[i].msgs)
 	}
 	all := make([]*store.Message, 0, n)

@@ -118,9 +118,12 @@ func (ns *NameServer) Serve(_ context.Context, c *transport.Conn, req *wire.Comm
 			return wire.NewResponse(req, wire.TopicNotExist, "No topic route info in name server for the topic: "+topic)
 		}
 		resp := wire.NewResponse(req, wire.Success, "")
-		resp.Body = ns.Route(n)
+		resp.Body = ns.routeFor(topic, n) // admin.go
 		return resp
 	default:
+		if resp := ns.admin(req); resp != nil { // admin.go
+			return resp
+		}
 		ns.log.Info("rejected request", "code", req.Code, "client", c.RemoteAddr().String(), "err", "request code not supported")
 		return wire.NewResponse(req, wire.RequestCodeNotSupported, "request code "+strconv.Itoa(int(req.Code))+" not supported")
 	}

@@ -34,6 +34,10 @@ type NameServerOptions struct {
 	// only.
 	WriteOnly func() map[string]string
 	Logger    *slog.Logger
+
+	// TopicConfig, if set, gives the read and write queue numbers and
+	// permission an admin set for a topic (admin.go); ok false = defaults.
+	TopicConfig func(topic string) (read, write, perm int, ok bool)
 }
 
 func (o NameServerOptions) withDefaults() NameServerOptions {

@@ -38,6 +38,8 @@ func TestNeedsMapsEveryRequestToItsResources(t *testing.T) {
 			[]Need{{T("t"), acl.Pub}}},
 		{"send naming two topics checks both", cmd(wire.CodeSendBatchMessage, map[string]string{"topic": "t", "b": "u"}, ""),
 			[]Need{{T("t"), acl.Pub}, {T("u"), acl.Pub}}},
+		{"send of a reply (request/reply) is a send to the reply topic", cmd(324, map[string]string{"topic": "DefaultCluster_REPLY_TOPIC", "producerGroup": "pg"}, ""),
+			[]Need{{T("DefaultCluster_REPLY_TOPIC"), acl.Pub}}},
 		{"send to the group's retry topic", cmd(wire.CodeSendMessage, map[string]string{"topic": "%RETRY%g", "producerGroup": "CLIENT_INNER_PRODUCER"}, ""),
 			[]Need{{G("g"), acl.Sub}}},
 		{"pull", cmd(wire.CodePullMessage, map[string]string{"consumerGroup": "g", "topic": "t"}, ""),

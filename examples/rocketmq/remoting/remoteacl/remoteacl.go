@@ -47,6 +47,13 @@ import (
 // Request codes this file maps that the wire package does not name.
 const codeEndTransaction int16 = 37
 
+// codeSendReplyMessage(V2) is a replier's send of its reply (request/reply,
+// remoting/broker/reply.go): a send to the reply topic.
+const (
+	codeSendReplyMessage   int16 = 324
+	codeSendReplyMessageV2 int16 = 325
+)
+
 // Options configure a Handler.
 type Options struct {
 	// TopicAt returns the topic of the message at a log offset:
@@ -242,7 +249,7 @@ func appendNeeds(ns []Need, req *wire.Command, topicAt func(int64) (string, erro
 	switch req.Code {
 	case wire.CodeGetRouteInfoByTopic:
 		topics(acl.Pub|acl.Sub|acl.Get, "topic")
-	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
+	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage, codeSendReplyMessage, codeSendReplyMessageV2:
 		named := false
 		for _, n := range [...]string{"topic", "b"} {
 			if v, ok := ext[n]; ok {

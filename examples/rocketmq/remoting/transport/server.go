@@ -266,8 +266,14 @@ func (c *Conn) Close() { c.nc.Close() }
 // connection's queue is full the request is dropped (and counted), so a
 // slow client cannot stall the broker.
 func (c *Conn) Notify(code int16, ext map[string]string) bool {
+	return c.NotifyBody(code, ext, nil)
+}
+
+// NotifyBody is Notify with a body (CHECK_TRANSACTION_STATE carries the
+// message).
+func (c *Conn) NotifyBody(code int16, ext map[string]string, body []byte) bool {
 	cmd := &wire.Command{Code: code, Language: "GO", Version: wire.ProtocolVersion, Flag: wire.FlagOneway,
-		ExtFields: ext, Opaque: notifyOpaque.Add(1)}
+		ExtFields: ext, Body: body, Opaque: notifyOpaque.Add(1)}
 	if c.ctx.Err() != nil {
 		return false
 	}

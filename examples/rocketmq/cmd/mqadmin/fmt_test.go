@@ -1,0 +1,5 @@
+package main
+
+import "fmt"
+
+var fmtSprintf = fmt.Sprintf

@@ -1,0 +1,77 @@
+package grpcapi_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
+	"github.com/brokercore/brokercore/examples/rocketmq/server"
+)
+
+// BenchmarkGRPCTransaction16 compares, with the stock v5 producer and 16
+// goroutines on the program (rmqtest, flush=sync), a normal Send of a 1 KiB
+// message with a transaction (SendWithTransaction + Commit: a half message
+// appended, then the real message and its op record in one append). Both
+// report msgs/s; run them alternated:
+//
+//	go test -run '^$' -bench GRPCTransaction16 -benchtime 4000x -count 5 ./grpcapi/
+func BenchmarkGRPCTransaction16(b *testing.B) {
+	for _, mode := range []string{"send", "transaction"} {
+		b.Run(mode, func(b *testing.B) {
+			br := rmqtest.StartConfig(b, server.Config{})
+			topic := "bench-txn"
+			p, err := rmq.NewProducer(config(br.GRPC, ""), rmq.WithTopics(topic),
+				rmq.WithTransactionChecker(&rmq.TransactionChecker{Check: func(*rmq.MessageView) rmq.TransactionResolution { return rmq.UNKNOWN }}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := startWithin(b, p.Start); err != nil {
+				b.Fatal(err)
+			}
+			defer p.GracefulStop()
+			body := make([]byte, 1024)
+			one := func() error {
+				m := &rmq.Message{Topic: topic, Body: body}
+				if mode == "send" {
+					_, err := p.Send(context.Background(), m)
+					return err
+				}
+				tx := p.BeginTransaction()
+				if _, err := p.SendWithTransaction(context.Background(), m, tx); err != nil {
+					return err
+				}
+				return tx.Commit()
+			}
+			if err := one(); err != nil {
+				b.Fatal(err)
+			}
+			const workers = 16
+			work := make(chan struct{}, b.N)
+			for range b.N {
+				work <- struct{}{}
+			}
+			close(work)
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range work {
+						if err := one(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+		})
+	}
+}

@@ -1,0 +1,396 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
+)
+
+// Admin request codes (Apache RocketMQ's RequestCode) the broker serves.
+const (
+	CodeQueryMessage                     int16 = 12
+	CodeUpdateAndCreateTopic             int16 = 17
+	CodeGetAllTopicConfig                int16 = 21
+	CodeGetBrokerRuntimeInfo             int16 = 28
+	CodeViewMessageByID                  int16 = 33
+	CodeUpdateAndCreateSubscriptionGroup int16 = 200
+	CodeGetAllSubscriptionGroupConfig    int16 = 201
+	CodeGetTopicStatsInfo                int16 = 202
+	CodeGetConsumerConnectionList        int16 = 203
+	CodeDeleteSubscriptionGroup          int16 = 207
+	CodeGetConsumeStats                  int16 = 208
+	CodeDeleteTopicInBroker              int16 = 215
+	CodeInvokeBrokerToResetOffset        int16 = 222
+)
+
+// Apache response codes of admin answers (beyond wire's).
+const (
+	codeSubscriptionGroupNotExist int16 = 26
+	codeInvalidParameter          int16 = 29
+	codeConsumerNotOnline         int16 = 206
+)
+
+// admin serves the admin requests (mqadmin's, the v2 admin package's);
+// nil means req is not one. Bad input gets Apache's code and a remark and
+// changes nothing.
+func (b *Broker) admin(c *transport.Conn, req *wire.Command) *wire.Command {
+	switch req.Code {
+	case CodeSendReplyMessage, CodeSendReplyMessageV2:
+		return b.sendReply(c, req) // reply.go
+	case CodeUpdateAndCreateTopic:
+		return b.updateTopic(req)
+	case CodeDeleteTopicInBroker:
+		return b.deleteTopic(req)
+	case CodeGetAllTopicConfig:
+		return b.ok(req, b.opts.TopicConfigs.WrapperJSON(b.topics.List(), func(string) int { return b.topics.DefaultQueues() }))
+	case CodeUpdateAndCreateSubscriptionGroup:
+		return b.updateGroup(req)
+	case CodeGetAllSubscriptionGroupConfig:
+		return b.ok(req, b.opts.Groups.WrapperJSON())
+	case CodeDeleteSubscriptionGroup:
+		return b.deleteGroup(req)
+	case CodeGetTopicStatsInfo:
+		return b.topicStats(req)
+	case CodeGetConsumeStats:
+		return b.consumeStats(req)
+	case CodeGetConsumerConnectionList:
+		return b.consumerConnections(req)
+	case CodeInvokeBrokerToResetOffset:
+		return b.resetOffset(req)
+	case CodeViewMessageByID:
+		return b.viewMessage(req)
+	case CodeQueryMessage:
+		return b.queryMessage(req)
+	case CodeGetBrokerRuntimeInfo:
+		return b.runtimeInfo(req)
+	}
+	return nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain structs are marshalled here
+	}
+	return b
+}
+
+func (b *Broker) ok(req *wire.Command, body []byte) *wire.Command {
+	resp := wire.NewResponse(req, wire.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// refusal answers a meta error: its Apache code and remark, or
+// SYSTEM_ERROR.
+func refusal(req *wire.Command, err error) *wire.Command {
+	var r *meta.Refusal
+	if errors.As(err, &r) {
+		return wire.NewResponse(req, r.Code, r.Remark)
+	}
+	if errors.Is(err, meta.ErrInvalid) || errors.Is(err, brokercore.ErrInvalid) {
+		return wire.NewResponse(req, codeInvalidParameter, err.Error())
+	}
+	return wire.NewResponse(req, wire.SystemError, err.Error())
+}
+
+func (b *Broker) updateTopic(req *wire.Command) *wire.Command {
+	name := req.ExtFields["topic"]
+	var cur *meta.Topic
+	if c, ok := b.opts.TopicConfigs.Get(name); ok {
+		cur = &c
+	}
+	cfg, err := meta.ParseCreateTopic(req.ExtFields, cur)
+	if err != nil {
+		return refusal(req, err)
+	}
+	// The store has one queue count per topic: the write queues (what
+	// producers spread over); the route answers both numbers.
+	if err := b.topics.Set(name, max(cfg.WriteQueueNums, cfg.ReadQueueNums)); err != nil {
+		return refusal(req, err)
+	}
+	if err := b.opts.TopicConfigs.Put(cfg); err != nil {
+		return refusal(req, err)
+	}
+	b.log.Info("topic updated", "topic", name, "read", cfg.ReadQueueNums, "write", cfg.WriteQueueNums, "perm", cfg.Perm, "message_type", cfg.MessageType())
+	return b.ok(req, nil)
+}
+
+func (b *Broker) deleteTopic(req *wire.Command) *wire.Command {
+	name := req.ExtFields["topic"]
+	if err := brokercore.CheckTopicName(name); err != nil {
+		return refusal(req, err)
+	}
+	if brokercore.ReservedTopic(name) && !isRetryOrDLQ(name) {
+		return wire.NewResponse(req, codeInvalidParameter, "The topic["+name+"] is conflict with system topic.")
+	}
+	if err := b.topics.Remove(name); err != nil {
+		return refusal(req, err)
+	}
+	if err := b.opts.TopicConfigs.Delete(name); err != nil {
+		return refusal(req, err)
+	}
+	b.log.Info("topic deleted", "topic", name)
+	return b.ok(req, nil)
+}
+
+func isRetryOrDLQ(t string) bool {
+	return len(t) > len(brokercore.RetryPrefix) && t[:len(brokercore.RetryPrefix)] == brokercore.RetryPrefix ||
+		len(t) > len(brokercore.DeadLetterPrefix) && t[:len(brokercore.DeadLetterPrefix)] == brokercore.DeadLetterPrefix
+}
+
+func (b *Broker) updateGroup(req *wire.Command) *wire.Command {
+	g, err := meta.ParseGroup(req.Body)
+	if err != nil {
+		return refusal(req, err)
+	}
+	if err := b.opts.Groups.Put(g); err != nil {
+		return refusal(req, err)
+	}
+	b.log.Info("subscription group updated", "group", g.GroupName, "orderly", g.ConsumeMessageOrderly, "retry_max_times", g.RetryMaxTimes)
+	return b.ok(req, nil)
+}
+
+func (b *Broker) deleteGroup(req *wire.Command) *wire.Command {
+	name := req.ExtFields["groupName"]
+	if err := brokercore.CheckGroupName(name); err != nil {
+		return refusal(req, err)
+	}
+	if _, err := b.opts.Groups.Delete(name); err != nil {
+		return refusal(req, err)
+	}
+	if req.ExtFields["cleanOffset"] == "true" {
+		b.core.Offsets().Remove(name)
+	}
+	b.log.Info("subscription group deleted", "group", name, "clean_offset", req.ExtFields["cleanOffset"])
+	return b.ok(req, nil)
+}
+
+// lastStored is when the message before offset was stored (Unix ms).
+func (b *Broker) lastStored(topic string, q int, offset int64) int64 {
+	msgs, err := b.st.Read(topic, q, offset-1, 1)
+	if err != nil || len(msgs) == 0 {
+		return 0
+	}
+	return msgs[0].StoredAt.UnixMilli()
+}
+
+func (b *Broker) topicStats(req *wire.Command) *wire.Command {
+	topic := req.ExtFields["topic"]
+	n, ok := b.topics.Queues(topic)
+	if !ok {
+		return wire.NewResponse(req, wire.TopicNotExist, "topic["+topic+"] not exist")
+	}
+	return b.ok(req, meta.TopicStatsBody(b.st, b.lastStored, b.opts.BrokerName, topic, n))
+}
+
+func (b *Broker) consumeStats(req *wire.Command) *wire.Command {
+	group, topic := req.ExtFields["consumerGroup"], req.ExtFields["topic"]
+	if err := brokercore.CheckGroupName(group); err != nil {
+		return refusal(req, err)
+	}
+	queues := func(t string) int { n, _ := b.topics.Queues(t); return n }
+	body, ok := meta.ConsumeStatsBody(b.st, b.core.Offsets(), b.lastStored, b.opts.BrokerName, group, topic, queues)
+	if !ok {
+		return wire.NewResponse(req, codeConsumerNotOnline, "Not found the consumer group consume stats, because return offset table is empty, maybe the consumer not consume any message")
+	}
+	return b.ok(req, body)
+}
+
+func (b *Broker) consumerConnections(req *wire.Command) *wire.Command {
+	group := req.ExtFields["consumerGroup"]
+	reg := b.core.Consumers()
+	clients := reg.Clients(group)
+	if len(clients) == 0 {
+		return wire.NewResponse(req, codeConsumerNotOnline, "the consumer group["+group+"] not online")
+	}
+	type conn struct {
+		ClientID   string `json:"clientId"`
+		ClientAddr string `json:"clientAddr"`
+		Language   string `json:"language"`
+		Version    int    `json:"version"`
+	}
+	type sub struct {
+		Topic          string   `json:"topic"`
+		SubString      string   `json:"subString"`
+		SubVersion     int64    `json:"subVersion"`
+		ExpressionType string   `json:"expressionType"`
+		TagsSet        []string `json:"tagsSet"`
+		CodeSet        []int    `json:"codeSet"`
+	}
+	out := struct {
+		ConnectionSet     []conn         `json:"connectionSet"`
+		SubscriptionTable map[string]sub `json:"subscriptionTable"`
+		ConsumeType       string         `json:"consumeType"`
+		MessageModel      string         `json:"messageModel"`
+		ConsumeFromWhere  string         `json:"consumeFromWhere"`
+	}{SubscriptionTable: map[string]sub{}, ConsumeType: "CONSUME_PASSIVELY", MessageModel: "CLUSTERING", ConsumeFromWhere: "CONSUME_FROM_LAST_OFFSET"}
+	for _, c := range clients {
+		addr := ""
+		b.connMu.RLock()
+		if tc := b.conns[c.ChannelID]; tc != nil {
+			addr = tc.RemoteAddr().String()
+		}
+		b.connMu.RUnlock()
+		out.ConnectionSet = append(out.ConnectionSet, conn{ClientID: c.ClientID, ClientAddr: addr, Language: c.Language, Version: c.Version})
+	}
+	for _, s := range reg.Subscriptions(group) {
+		out.SubscriptionTable[s.Topic] = sub{Topic: s.Topic, SubString: s.Expression, SubVersion: s.Version, ExpressionType: "TAG", TagsSet: []string{}, CodeSet: []int{}}
+	}
+	return b.ok(req, mustJSON(out))
+}
+
+func (b *Broker) resetOffset(req *wire.Command) *wire.Command {
+	group, topic := req.ExtFields["group"], req.ExtFields["topic"]
+	if err := brokercore.CheckGroupName(group); err != nil {
+		return refusal(req, err)
+	}
+	n, ok := b.topics.Queues(topic)
+	if !ok {
+		return wire.NewResponse(req, wire.TopicNotExist, "topic["+topic+"] not exist")
+	}
+	ms, err := strconv.ParseInt(req.ExtFields["timestamp"], 10, 64)
+	if err != nil || ms < 0 {
+		return wire.NewResponse(req, codeInvalidParameter, "timestamp "+strconv.Quote(req.ExtFields["timestamp"])+" is not Unix milliseconds")
+	}
+	queues := make([]int, 0, n)
+	if qs := req.ExtFields["queueId"]; qs != "" && qs != "-1" {
+		q, err := strconv.Atoi(qs)
+		if err != nil || q < 0 || q >= n {
+			return wire.NewResponse(req, codeInvalidParameter, "queueId "+strconv.Quote(qs)+" is not a queue of "+topic)
+		}
+		queues = append(queues, q)
+	} else {
+		for q := range n {
+			queues = append(queues, q)
+		}
+	}
+	offs := b.core.Offsets()
+	result := map[int]int64{}
+	for _, q := range queues {
+		var err error
+		if o, ok := req.ExtFields["offset"]; ok && o != "" && o != "-1" {
+			target, perr := strconv.ParseInt(o, 10, 64)
+			if perr != nil || target < 0 {
+				return wire.NewResponse(req, codeInvalidParameter, "offset "+strconv.Quote(o)+" is not an offset")
+			}
+			target = min(target, b.st.MaxOffset(topic, q))
+			_, err = offs.Reset(group, topic, q, target)
+		} else {
+			_, err = offs.ResetToTime(group, topic, q, time.UnixMilli(ms), b.st)
+		}
+		if err != nil {
+			return refusal(req, err)
+		}
+		result[q], _ = offs.Committed(group, topic, q)
+	}
+	b.log.Info("offset reset by admin", "group", group, "topic", topic, "timestamp", ms, "queues", len(queues))
+	return b.ok(req, meta.ResetOffsetBody(b.opts.BrokerName, topic, result))
+}
+
+func (b *Broker) viewMessage(req *wire.Command) *wire.Command {
+	off, err := strconv.ParseInt(req.ExtFields["offset"], 10, 64)
+	if err != nil || off < 0 {
+		return wire.NewResponse(req, codeInvalidParameter, "offset "+strconv.Quote(req.ExtFields["offset"])+" is not a commit log offset")
+	}
+	m, err := b.st.ReadAt(off)
+	if err != nil || m == nil {
+		return wire.NewResponse(req, wire.SystemError, "can not find message by the offset, "+strconv.FormatInt(off, 10))
+	}
+	return b.ok(req, wire.EncodeMessage(nil, m, b.storeHost))
+}
+
+// queryScanLimit bounds the messages QUERY_MESSAGE reads per queue: the
+// store has no key index, so a key query scans from the begin time.
+const queryScanLimit = 10000
+
+func (b *Broker) queryMessage(req *wire.Command) *wire.Command {
+	topic, key := req.ExtFields["topic"], req.ExtFields["key"]
+	n, ok := b.topics.Queues(topic)
+	if !ok {
+		return wire.NewResponse(req, wire.TopicNotExist, "topic["+topic+"] not exist")
+	}
+	if key == "" {
+		return wire.NewResponse(req, codeInvalidParameter, "the key is empty")
+	}
+	maxNum, _ := strconv.Atoi(req.ExtFields["maxNum"])
+	if maxNum <= 0 || maxNum > 64 {
+		maxNum = 64
+	}
+	begin, _ := strconv.ParseInt(req.ExtFields["beginTimestamp"], 10, 64)
+	end, err := strconv.ParseInt(req.ExtFields["endTimestamp"], 10, 64)
+	if err != nil || end <= 0 {
+		end = 1<<63 - 1
+	}
+	unique := req.ExtFields["_UNIQUE_KEY_QUERY"] == "true"
+	var body []byte
+	found := 0
+	for q := 0; q < n && found < maxNum; q++ {
+		from := max(b.st.OffsetAt(topic, q, time.UnixMilli(begin)), b.st.MinOffset(topic, q))
+		for scanned := 0; scanned < queryScanLimit && found < maxNum; {
+			msgs, err := b.st.Read(topic, q, from, 32)
+			if err != nil || len(msgs) == 0 {
+				break
+			}
+			for _, m := range msgs {
+				scanned++
+				if m.StoredAt.UnixMilli() > end {
+					scanned = queryScanLimit
+					break
+				}
+				if matchesKey(m.Properties, m.Keys, key, unique) {
+					body = wire.EncodeMessage(body, m, b.storeHost)
+					found++
+				}
+			}
+			from = msgs[len(msgs)-1].QueueOffset + 1
+		}
+	}
+	if found == 0 {
+		return wire.NewResponse(req, wire.QueryNotFound, "can not find message, maybe time range not correct")
+	}
+	resp := b.ok(req, body)
+	resp.ExtFields["indexLastUpdateTimestamp"] = strconv.FormatInt(time.Now().UnixMilli(), 10)
+	resp.ExtFields["indexLastUpdatePhyoffset"] = "0"
+	return resp
+}
+
+func matchesKey(props map[string]string, keys []string, key string, unique bool) bool {
+	if unique {
+		return props["UNIQ_KEY"] == key
+	}
+	for _, k := range keys {
+		if k == key {
+			return true
+		}
+	}
+	for _, k := range wire.KeysOf(props) {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *Broker) runtimeInfo(req *wire.Command) *wire.Command {
+	st := b.st.Stats()
+	kv := map[string]string{
+		"brokerVersionDesc": "brokercore", "brokerVersion": "0", "brokerActive": "true",
+		"putTps": "0.0 0.0 0.0", "getTransferredTps": "0.0 0.0 0.0",
+		"sendThreadPoolQueueSize": "0", "sendThreadPoolQueueHeadWaitTimeMills": "0",
+		"pullThreadPoolQueueSize": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
+		"pageCacheLockTimeMills": "0", "commitLogDiskRatio": "0.0",
+		"msgPutTotalTodayNow": strconv.FormatUint(st.Messages, 10),
+		"runtime":             "[ 0 days, 0 hours, 0 minutes, 0 seconds ]",
+	}
+	b.connMu.RLock()
+	kv["connections"] = strconv.Itoa(len(b.conns))
+	b.connMu.RUnlock()
+	return b.ok(req, meta.KVTableBody(kv))
+}

@@ -1,0 +1,379 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/brokercore/brokercore/store"
+)
+
+// Log is the storage a Manager writes and reads; *store.Store satisfies it.
+// Append of several messages must be all-or-nothing across a crash: the
+// exactly-once commit rests on it.
+type Log interface {
+	Append(msgs ...*store.Message) error
+	Read(topic string, queueID int, offset int64, max int) ([]*store.Message, error)
+	MinOffset(topic string, queueID int) int64
+	MaxOffset(topic string, queueID int) int64
+}
+
+// Check is one check-back: ask a producer of Group whether transaction ID
+// committed. Message is the transaction's message on its real topic and
+// queue, with PropCheckTimes set; its QueueOffset, LogOffset and StoredAt
+// are the half's (QueueOffset is ID), which protocols hand the producer
+// back. The Checker owns it.
+type Check struct {
+	ID      int64
+	Group   string
+	Message *store.Message
+}
+
+// Checker is implemented by the host: it asks a live producer of c.Group
+// about the transaction (RocketMQ's CHECK_TRANSACTION_STATE, gRPC's
+// RecoverOrphanedTransactionCommand) and returns without waiting for the
+// answer, which comes back as End(c.ID, …, FromCheck). An error (no
+// producer of the group is online) is logged and counted; the check counts
+// toward CheckMax all the same, as in RocketMQ.
+type Checker interface {
+	Check(c Check) error
+}
+
+// CheckerFunc adapts a function to Checker.
+type CheckerFunc func(c Check) error
+
+// Check calls f(c).
+func (f CheckerFunc) Check(c Check) error { return f(c) }
+
+// readPage is how many records one read of the half or op queue asks for.
+const readPage = 256
+
+// Manager runs the transactions of one log. Create it with New.
+type Manager struct {
+	log  Log
+	opts Options
+	lg   *slog.Logger
+
+	mu      sync.Mutex
+	cond    *sync.Cond // broadcast whenever an append about a busy entry ends
+	c       *core
+	checker Checker
+	closed  bool
+	saved   *progress // the progress file's content, once written
+
+	ingestMu sync.Mutex // one catch-up read at a time
+
+	drv       driver
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a Manager over log, its open transactions rebuilt from the
+// half and op records (from where Options.ProgressPath says reading may
+// start, or from the oldest records). It starts nothing: see Start.
+func New(log Log, opts Options) (*Manager, error) {
+	if log == nil {
+		return nil, fmt.Errorf("%w: nil log", ErrInvalid)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{log: log, opts: o, lg: o.Logger, checker: o.Checker}
+	m.cond = sync.NewCond(&m.mu)
+	half, op := m.startFrom()
+	m.c = newCore(o, half, op)
+	if err := m.catchUp(); err != nil {
+		return nil, fmt.Errorf("txn: rebuild: %w", err)
+	}
+	s := m.c.snapshot()
+	m.lg.Info("transactions rebuilt from the log", "from_half", half, "from_op", op,
+		"half_next", m.c.half.next, "op_next", m.c.op.next, "pending", s.Pending)
+	return m, nil
+}
+
+// SetChecker sets (or replaces) the Checker; nil stops sending checks.
+func (m *Manager) SetChecker(c Checker) {
+	m.mu.Lock()
+	m.checker = c
+	m.mu.Unlock()
+}
+
+// Prepare stores msg as the half message of a new transaction of producer
+// group and returns the stored half: its QueueOffset is the transaction's
+// ID. msg is not changed. A delay level or timer property is refused with
+// ErrDelayNotSupported.
+func (m *Manager) Prepare(msg *store.Message, group string) (*store.Message, error) {
+	if err := checkPrepare(msg, group); err != nil {
+		return nil, err
+	}
+	if err := m.usable(); err != nil {
+		return nil, err
+	}
+	h := halfOf(msg, group, m.log.MaxOffset(OpTopic, 0))
+	if err := m.log.Append(h); err != nil {
+		return nil, fmt.Errorf("txn: prepare: %w", err)
+	}
+	m.ingestOwn([]*store.Message{h})
+	m.lg.Debug("prepared", "id", h.QueueOffset, "group", group, "topic", msg.Topic, "queue", msg.QueueID)
+	return h, nil
+}
+
+// Commit is End(id, Commit, FromClient).
+func (m *Manager) Commit(id int64) error { return m.End(id, Commit, FromClient) }
+
+// Rollback is End(id, Rollback, FromClient).
+func (m *Manager) Rollback(id int64) error { return m.End(id, Rollback, FromClient) }
+
+// End resolves transaction id. Commit appends the real message and the op
+// record in one batch; Rollback appends the op record; Unknown changes
+// nothing (the transaction will be checked). A resolution the transaction
+// already has answers nil and appends nothing; the opposite one answers
+// ErrAlreadyResolved. An unknown id answers ErrNotFound.
+func (m *Manager) End(id int64, r Resolution, src Source) error {
+	return m.EndVerified(id, r, src, nil)
+}
+
+// EndVerified is End with a check of the transaction's message before
+// anything is appended: verify gets the message on its real topic (as Half
+// returns it) and an error from it refuses the resolution, changing
+// nothing (the error is returned wrapped). A protocol checks with it that
+// the producer names the half it means (its message id, its group) without
+// a second read of the log. verify is not called for a resolution that is
+// repeated or refused, nor for Unknown.
+func (m *Manager) EndVerified(id int64, r Resolution, src Source, verify func(*store.Message) error) error {
+	if r != Commit && r != Rollback && r != Unknown {
+		return fmt.Errorf("%w: resolution %d", ErrInvalid, int(r))
+	}
+	m.mu.Lock()
+	for {
+		if m.closed {
+			m.mu.Unlock()
+			return ErrClosed
+		}
+		if r == Unknown {
+			_, open := m.c.pending[id]
+			m.mu.Unlock()
+			if !open {
+				return fmt.Errorf("txn: %d: %w", id, ErrNotFound)
+			}
+			m.lg.Info("transaction left open", "id", id, "source", src)
+			return nil
+		}
+		act, err := m.c.begin(id, r)
+		switch {
+		case err != nil:
+			m.mu.Unlock()
+			if errors.Is(err, ErrAlreadyResolved) {
+				m.lg.Warn("resolution refused", "id", id, "resolution", r, "source", src, "err", err)
+			}
+			return fmt.Errorf("txn: %s %d: %w", r, id, err)
+		case act == actDone:
+			m.mu.Unlock()
+			m.lg.Debug("resolution repeated", "id", id, "resolution", r, "source", src)
+			return nil
+		case act == actWait:
+			m.cond.Wait()
+			continue
+		}
+		m.mu.Unlock()
+		return m.resolve(id, r, src, verify)
+	}
+}
+
+// resolve appends the records of resolution r of busy transaction id.
+func (m *Manager) resolve(id int64, r Resolution, src Source, verify func(*store.Message) error) error {
+	h, err := m.readHalf(id)
+	if err != nil {
+		return err
+	}
+	if verify != nil {
+		if err := verify(restore(h)); err != nil {
+			m.mu.Lock()
+			m.c.abort(id, false)
+			m.cond.Broadcast()
+			m.mu.Unlock()
+			m.lg.Warn("resolution refused by its verification", "id", id, "resolution", r, "source", src, "err", err)
+			return fmt.Errorf("txn: %s %d: %w", r, id, err)
+		}
+	}
+	var batch []*store.Message
+	k := opRollback
+	if r == Commit {
+		k = opCommit
+		batch = append(batch, committed(h))
+	}
+	batch = append(batch, opRecord(id, k))
+	if err := m.append(batch, id); err != nil {
+		return fmt.Errorf("txn: %s %d: %w", r, id, err)
+	}
+	m.lg.Info("transaction resolved", "id", id, "resolution", r, "source", src,
+		"group", h.Properties[PropProducerGroup], "topic", batch[0].Topic, "queue", batch[0].QueueID)
+	return nil
+}
+
+// readHalf reads the half of busy transaction id; on an error the entry is
+// no longer busy (or gone, when the log no longer has it).
+func (m *Manager) readHalf(id int64) (*store.Message, error) {
+	msgs, err := m.log.Read(HalfTopic, 0, id, 1)
+	if err == nil && (len(msgs) == 0 || msgs[0].QueueOffset != id) {
+		err = store.ErrOffsetTooSmall // a damaged record stepped over, or retention: gone
+	}
+	if err != nil {
+		m.mu.Lock()
+		if errors.Is(err, store.ErrOffsetTooSmall) {
+			m.c.drop(id)
+			m.lg.Error("open transaction lost: its half is no longer in the log", "id", id, "err", err)
+			err = ErrNotFound
+		} else {
+			m.c.abort(id, false)
+		}
+		m.cond.Broadcast()
+		m.mu.Unlock()
+		return nil, fmt.Errorf("txn: read half %d: %w", id, err)
+	}
+	return msgs[0], nil
+}
+
+// append appends batch, which settles the busy transactions ids, and
+// ingests it. On a failure the entries are no longer busy, or uncertain
+// when the batch may have landed.
+func (m *Manager) append(batch []*store.Message, ids ...int64) error {
+	err := m.log.Append(batch...)
+	if err != nil {
+		unsure := !errors.Is(err, store.ErrInvalid) && !errors.Is(err, store.ErrClosed)
+		m.mu.Lock()
+		for _, id := range ids {
+			m.c.abort(id, unsure)
+		}
+		m.cond.Broadcast()
+		m.mu.Unlock()
+		m.lg.Error("transaction append failed", "ids", ids, "uncertain", unsure, "err", err)
+		return err
+	}
+	m.ingestOwn(batch)
+	return nil
+}
+
+// ingestOwn applies records the Manager appended itself, at once, even
+// when a concurrent append's records are not ingested yet. Should records
+// of another writer hold the frontier back (maxAhead own records past it),
+// the log is read from there.
+func (m *Manager) ingestOwn(batch []*store.Message) {
+	m.mu.Lock()
+	for _, r := range batch {
+		switch r.Topic {
+		case HalfTopic:
+			m.c.ingestHalf(r, true)
+		case OpTopic:
+			m.c.ingestOp(r, true)
+		}
+	}
+	behind := len(m.c.half.ahead) > maxAhead || len(m.c.op.ahead) > maxAhead
+	m.cond.Broadcast()
+	m.mu.Unlock()
+	if behind {
+		if err := m.catchUp(); err != nil {
+			m.lg.Error("catch-up read failed", "err", err)
+		}
+	}
+}
+
+// maxAhead is how many own records may be ingested past a gap before
+// ingestOwn reads the log to fill it.
+const maxAhead = 1024
+
+// catchUp reads the half queue, then the op queue, from where ingestion
+// stands to their ends.
+func (m *Manager) catchUp() error {
+	m.ingestMu.Lock()
+	defer m.ingestMu.Unlock()
+	if err := m.readQueue(HalfTopic, func() int64 { return m.c.half.next }, m.c.ingestHalf); err != nil {
+		return err
+	}
+	if err := m.readQueue(OpTopic, func() int64 { return m.c.op.next }, m.c.ingestOp); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.cond.Broadcast()
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *Manager) readQueue(topic string, next func() int64, ingest func(*store.Message, bool)) error {
+	for {
+		m.mu.Lock()
+		from := next()
+		m.mu.Unlock()
+		if min := m.log.MinOffset(topic, 0); from < min {
+			from = min
+		}
+		if from >= m.log.MaxOffset(topic, 0) {
+			return nil
+		}
+		msgs, err := m.log.Read(topic, 0, from, readPage)
+		var small *store.OffsetError
+		if errors.As(err, &small) {
+			continue // retention moved the start while we looked
+		}
+		if err != nil {
+			return fmt.Errorf("read %s at %d: %w", topic, from, err)
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		m.mu.Lock()
+		for _, r := range msgs {
+			ingest(r, false)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// usable answers ErrClosed after Close.
+func (m *Manager) usable() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Pending reports whether transaction id is open.
+func (m *Manager) Pending(id int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.c.pending[id]
+	return ok
+}
+
+// Half returns the message of open transaction id on its real topic (for a
+// protocol that checks what a client names against the stored half).
+func (m *Manager) Half(id int64) (*store.Message, error) {
+	if !m.Pending(id) {
+		return nil, fmt.Errorf("txn: %d: %w", id, ErrNotFound)
+	}
+	msgs, err := m.log.Read(HalfTopic, 0, id, 1)
+	if err != nil || len(msgs) == 0 || msgs[0].QueueOffset != id {
+		return nil, fmt.Errorf("txn: read half %d: %w", id, ErrNotFound)
+	}
+	return restore(msgs[0]), nil
+}
+
+// Stats returns the Manager's counters.
+func (m *Manager) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.c.snapshot()
+}
+
+// checkView is the message a Checker receives for half h.
+func checkView(h *store.Message, checks int) *store.Message {
+	v := restore(h)
+	v.QueueOffset, v.LogOffset, v.StoredAt = h.QueueOffset, h.LogOffset, h.StoredAt
+	v.Properties[PropCheckTimes] = strconv.Itoa(checks)
+	return v
+}
