@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brokercore/brokercore/internal/fence"
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/internal/fsx/fsxtest"
 )
 
 // fencedConsumer is what pop does with a Manager: read the epoch, then the
@@ -215,10 +215,10 @@ func TestStatsEncodeWithSnakeCaseKeysAndDurationStrings(t *testing.T) {
 // the next write after the fault is gone succeeds.
 func TestEveryFailedFileWriteLeavesTheLastGoodFile(t *testing.T) {
 	hit := 0
-	for _, op := range []fsx.Op{fsx.OpOpen, fsx.OpWrite, fsx.OpSync, fsx.OpRename} {
+	for _, op := range []fsxtest.Op{fsxtest.OpOpen, fsxtest.OpWrite, fsxtest.OpSync, fsxtest.OpRename} {
 		for n := 1; n <= 2; n++ { // the backup's write, then the file's
 			path := filepath.Join(t.TempDir(), "offsets")
-			faulty := &fsx.Faulty{}
+			faulty := &fsxtest.Faulty{}
 			m, err := Open(Options{Path: path, FlushEvery: time.Hour, fs: faulty})
 			require.NoError(t, err)
 			require.NoError(t, m.Commit("g", "t", 0, 1))
@@ -226,7 +226,7 @@ func TestEveryFailedFileWriteLeavesTheLastGoodFile(t *testing.T) {
 			good, err := os.ReadFile(path)
 			require.NoError(t, err)
 
-			faulty.Fail(op, n, fsx.ENOSPC)
+			faulty.Fail(op, n, fsxtest.ENOSPC)
 			require.NoError(t, m.Commit("g", "t", 0, 2))
 			flushErr := m.Flush()
 			_, resetErr := m.Reset("g", "t", 0, 0)
@@ -236,8 +236,8 @@ func TestEveryFailedFileWriteLeavesTheLastGoodFile(t *testing.T) {
 				continue // op n is not reached by one write
 			}
 			hit++
-			require.ErrorIs(t, flushErr, fsx.ENOSPC, "%v #%d", op, n)
-			require.ErrorIs(t, resetErr, fsx.ENOSPC)
+			require.ErrorIs(t, flushErr, fsxtest.ENOSPC, "%v #%d", op, n)
+			require.ErrorIs(t, resetErr, fsxtest.ENOSPC)
 			now, err := os.ReadFile(path)
 			require.NoError(t, err)
 			assert.Equal(t, good, now, "%v #%d: the file is the last good one", op, n)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/internal/fsx/fsxtest"
 	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,17 +60,17 @@ func TestSlotOfFloorsNegativeTimes(t *testing.T) {
 // failures (a full disk) into the index files: the timers wait, then are
 // delivered once the disk is back.
 func TestAFailedIndexWriteIsRetriedAndLosesNothing(t *testing.T) {
-	for _, op := range []fsx.Op{fsx.OpWrite, fsx.OpSync, fsx.OpOpen} {
+	for _, op := range []fsxtest.Op{fsxtest.OpWrite, fsxtest.OpSync, fsxtest.OpOpen} {
 		clk := newClock()
 		l := newFakeLog(clk.Now)
-		ffs := &fsx.Faulty{}
-		s, err := New(l, Options{Now: clk.Now, ProgressPath: filepath.Join(t.TempDir(), "progress"), FS: ffs})
+		ffs := &fsxtest.Faulty{}
+		s, err := New(l, Options{Now: clk.Now, ProgressPath: filepath.Join(t.TempDir(), "progress"), fs: ffs})
 		require.NoError(t, err)
 		var keys []string
 		for i := 0; i < 10; i++ {
 			keys = append(keys, at(t, s, l, "orders", clk.Now().Add(time.Duration(i)*time.Second)))
 		}
-		ffs.Fail(op, 1, fsx.ENOSPC)
+		ffs.Fail(op, 1, fsxtest.ENOSPC)
 		d := drive(s)
 		d.timers(clk.Now().Add(time.Hour))
 		assert.Empty(t, l.delivered("orders"), "op %v: nothing delivered while the index cannot be written", op)

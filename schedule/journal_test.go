@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokercore/brokercore/internal/crc"
 	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/internal/fsx/fsxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -133,20 +134,20 @@ func FuzzDecodeJournal(f *testing.F) {
 // write and one sync, no rename; past the compaction size the journal is
 // replaced by one holding only the newest record.
 func TestJournalAppendsOneSyncPerWriteAndCompactsByReplace(t *testing.T) {
-	ffs := &fsx.Faulty{}
+	ffs := &fsxtest.Faulty{}
 	path := filepath.Join(t.TempDir(), "progress")
 	j := &progressJournal{fs: ffs, path: path, compactAt: 2000}
 	rec := func(i int) []byte { return encodeLevels(map[int]int64{1: int64(i)}) }
 	require.NoError(t, j.write(rec(0)))
-	assert.Equal(t, 1, ffs.Calls(fsx.OpRename), "the first write replaces")
-	assert.Equal(t, 2, ffs.Calls(fsx.OpSync), "file and directory")
+	assert.Equal(t, 1, ffs.Calls(fsxtest.OpRename), "the first write replaces")
+	assert.Equal(t, 2, ffs.Calls(fsxtest.OpSync), "file and directory")
 
-	syncs, renames := ffs.Calls(fsx.OpSync), ffs.Calls(fsx.OpRename)
+	syncs, renames := ffs.Calls(fsxtest.OpSync), ffs.Calls(fsxtest.OpRename)
 	require.NoError(t, j.write(rec(1)))
 	require.NoError(t, j.write(rec(1)), "the same record again writes nothing")
 	require.NoError(t, j.write(rec(2)))
-	assert.Equal(t, syncs+2, ffs.Calls(fsx.OpSync))
-	assert.Equal(t, renames, ffs.Calls(fsx.OpRename))
+	assert.Equal(t, syncs+2, ffs.Calls(fsxtest.OpSync))
+	assert.Equal(t, renames, ffs.Calls(fsxtest.OpRename))
 
 	for i := 3; i < 200; i++ {
 		require.NoError(t, j.write(rec(i)))
@@ -154,7 +155,7 @@ func TestJournalAppendsOneSyncPerWriteAndCompactsByReplace(t *testing.T) {
 		require.NoError(t, err)
 		require.LessOrEqual(t, fi.Size(), int64(2000))
 	}
-	assert.Greater(t, ffs.Calls(fsx.OpRename), renames+2, "compacted")
+	assert.Greater(t, ffs.Calls(fsxtest.OpRename), renames+2, "compacted")
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	last, intact, _, err := decodeJournal(b)
@@ -254,12 +255,12 @@ func TestATornJournalTailIsCutByNewAndTheBatchBeforeItStands(t *testing.T) {
 // cleanly (crash false), or the process dies with the fault still there
 // (crash true); a new Scheduler over the same log and files delivers the
 // rest. It returns deliveries per key, the keys, and the calls of each op.
-func faultRun(t *testing.T, op fsx.Op, n int, crash bool) (map[string]int, []string, [4]int) {
+func faultRun(t *testing.T, op fsxtest.Op, n int, crash bool) (map[string]int, []string, [4]int) {
 	clk := newClock()
 	l := newFakeLog(clk.Now)
-	ffs := &fsx.Faulty{}
+	ffs := &fsxtest.Faulty{}
 	path := filepath.Join(t.TempDir(), "progress")
-	opts := Options{Levels: "1s", MaxBatch: 2, Now: clk.Now, ProgressPath: path, FS: ffs}
+	opts := Options{Levels: "1s", MaxBatch: 2, Now: clk.Now, ProgressPath: path, fs: ffs}
 	s, err := New(l, opts)
 	require.NoError(t, err)
 	keys := produce(t, s, l, "t", 1, 8)
@@ -267,7 +268,7 @@ func faultRun(t *testing.T, op fsx.Op, n int, crash bool) (map[string]int, []str
 		keys = append(keys, at(t, s, l, "t", clk.Now().Add(time.Duration(i)*time.Second)))
 	}
 	if n > 0 {
-		ffs.Fail(op, n, fsx.ENOSPC)
+		ffs.Fail(op, n, fsxtest.ENOSPC)
 	}
 	d := drive(s)
 	lv := s.lv[0]
@@ -279,9 +280,9 @@ func faultRun(t *testing.T, op fsx.Op, n int, crash bool) (map[string]int, []str
 		}
 		d.timers(now)
 	}
-	calls := [4]int{ffs.Calls(fsx.OpOpen), ffs.Calls(fsx.OpWrite), ffs.Calls(fsx.OpSync), ffs.Calls(fsx.OpRename)}
+	calls := [4]int{ffs.Calls(fsxtest.OpOpen), ffs.Calls(fsxtest.OpWrite), ffs.Calls(fsxtest.OpSync), ffs.Calls(fsxtest.OpRename)}
 	if crash {
-		opts.FS = fsx.OS // the machine restarted with room on the disk
+		opts.fs = fsx.OS // the machine restarted with room on the disk
 	} else {
 		ffs.Heal()
 		for j := 0; j < 6; j++ {
@@ -310,7 +311,7 @@ func faultRun(t *testing.T, op fsx.Op, n int, crash bool) (map[string]int, []str
 // repeats at most the batch in flight of each lane (MaxBatch 2 each).
 func TestProgressJournalUnderENOSPCOnEachWriteSyncRenameAndOpen(t *testing.T) {
 	_, _, clean := faultRun(t, 0, 0, false)
-	for i, op := range []fsx.Op{fsx.OpOpen, fsx.OpWrite, fsx.OpSync, fsx.OpRename} {
+	for i, op := range []fsxtest.Op{fsxtest.OpOpen, fsxtest.OpWrite, fsxtest.OpSync, fsxtest.OpRename} {
 		require.Positive(t, clean[i])
 		for n := 1; n <= clean[i]; n++ {
 			for _, crash := range []bool{false, true} {
@@ -335,7 +336,7 @@ func TestProgressJournalUnderENOSPCOnEachWriteSyncRenameAndOpen(t *testing.T) {
 
 // shortFS makes the next Write of a file it opened write only half of its
 // bytes and fail, as a disk that fills up in the middle of an append does
-// (fsx.Faulty fails a write without writing).
+// (fsxtest.Faulty fails a write without writing).
 type shortFS struct {
 	fsx.FS
 	armed bool
@@ -360,7 +361,7 @@ func (f *shortFile) Write(p []byte) (int, error) {
 	}
 	f.fs.armed = false
 	n, _ := f.File.Write(p[:len(p)/2])
-	return n, fsx.ENOSPC
+	return n, fsxtest.ENOSPC
 }
 
 // TestAShortJournalWriteIsNeverFollowedByAnAppend: after an append that
@@ -376,7 +377,7 @@ func TestAShortJournalWriteIsNeverFollowedByAnAppend(t *testing.T) {
 	require.NoError(t, j.write(r(1)))
 	require.NoError(t, j.write(r(2)))
 	sfs.armed = true
-	require.ErrorIs(t, j.write(r(3)), fsx.ENOSPC)
+	require.ErrorIs(t, j.write(r(3)), fsxtest.ENOSPC)
 
 	crashed := &progressJournal{fs: fsx.OS, path: path}
 	got, migrate, err := crashed.load()
@@ -429,9 +430,9 @@ func TestAProgressFileRemovedWhileOpenIsNotWrittenIntoTheVoid(t *testing.T) {
 // same process do not replace the file (a flap costs no rename); a file
 // changed under the scheduler in between is replaced, not appended to.
 func TestAStartAfterAStopAppendsToTheSameJournal(t *testing.T) {
-	ffs := &fsx.Faulty{}
+	ffs := &fsxtest.Faulty{}
 	path := filepath.Join(t.TempDir(), "progress")
-	s, l, clk := newTestScheduler(t, Options{Levels: "1s", ProgressPath: path, FS: ffs})
+	s, l, clk := newTestScheduler(t, Options{Levels: "1s", ProgressPath: path, fs: ffs})
 	deliver := func(n int) {
 		produce(t, s, l, "t", 1, n)
 		require.NoError(t, s.Start())
@@ -441,17 +442,17 @@ func TestAStartAfterAStopAppendsToTheSameJournal(t *testing.T) {
 		require.NoError(t, s.Stop())
 	}
 	deliver(1)
-	renames := ffs.Calls(fsx.OpRename)
+	renames := ffs.Calls(fsxtest.OpRename)
 	for i := 0; i < 3; i++ {
 		deliver(1)
 	}
-	assert.Equal(t, renames, ffs.Calls(fsx.OpRename), "flaps appended to the open journal")
+	assert.Equal(t, renames, ffs.Calls(fsxtest.OpRename), "flaps appended to the open journal")
 
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, append(b, 0xff), 0o644)) // changed under it
 	deliver(1)
-	assert.Equal(t, renames+1, ffs.Calls(fsx.OpRename), "a changed file is replaced")
+	assert.Equal(t, renames+1, ffs.Calls(fsxtest.OpRename), "a changed file is replaced")
 	got, err := loadProgress(path)
 	require.NoError(t, err)
 	assert.Equal(t, map[int]int64{1: 5}, got)

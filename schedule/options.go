@@ -82,9 +82,10 @@ type Options struct {
 	// DefaultMaxTimerDelay. A timer record appended by hand whose time is
 	// further than this after its StoredAt is skipped as malformed.
 	MaxTimerDelay time.Duration
-	// FS is the file system for the progress file and the timer index; nil
-	// means the operating system's. Tests inject fsx.Faulty through it.
-	FS fsx.FS
+
+	// fs is the file system for the progress file and the timer index;
+	// nil = the operating system. Tests set it to a fault layer.
+	fs fsx.FS
 }
 
 // withDefaults validates o and fills in every zero field.
@@ -114,8 +115,8 @@ func (o Options) withDefaults() (Options, []time.Duration, error) {
 	if o.MaxTimerDelay == 0 {
 		o.MaxTimerDelay = DefaultMaxTimerDelay
 	}
-	if o.FS == nil {
-		o.FS = fsx.OS
+	if o.fs == nil {
+		o.fs = fsx.OS
 	}
 	return o, levels, nil
 }

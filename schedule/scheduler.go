@@ -126,9 +126,9 @@ func New(log Log, opts Options) (*Scheduler, error) {
 	}
 	var files slotFiles = &memSlots{}
 	if o.ProgressPath != "" {
-		files = newDirSlots(o.FS, o.ProgressPath+".timers")
+		files = newDirSlots(o.fs, o.ProgressPath+".timers")
 		if s.pl == nil {
-			s.journal = &progressJournal{fs: o.FS, path: o.ProgressPath}
+			s.journal = &progressJournal{fs: o.fs, path: o.ProgressPath}
 		}
 	}
 	s.timers = newTimerLane(s, files)

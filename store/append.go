@@ -79,7 +79,7 @@ func (s *Store) Append(msgs ...*Message) error {
 	if group {
 		as = make([]assigned, len(msgs))
 	}
-	end, notes, err := s.write(msgs, as)
+	end, notes, err := s.write(msgs, as, false)
 	if err != nil {
 		s.mu.Unlock()
 		s.log.Debug("store: append failed", "batch", len(msgs), "err", err)
@@ -191,8 +191,9 @@ func (s *Store) gather(last int, took time.Duration) {
 // adds it to the index. Under SyncGroup (as != nil) the assigned fields go
 // to as (filled in once durable); otherwise into the messages. Callers
 // hold mu exclusively. It returns the log offset just past the batch and
-// the OnAppend notices to make once the batch is visible.
-func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
+// the OnAppend notices to make once the batch is visible. With lost the
+// records are tombstones (lost.go).
+func (s *Store) write(msgs []*Message, as []assigned, lost bool) (int64, []notice, error) {
 	// As Read returns it: UTC, no monotonic clock reading, so the message
 	// Append filled in equals the one read back.
 	stored := s.opts.Now().Round(0).UTC()
@@ -211,15 +212,25 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 		rolls = append(rolls, roll{uint64(s.written) + 1, size})
 		size = 0
 	}
-	s.batch.Clear()
+	group := s.opts.Sync == SyncGroup
+	wb := &s.batch
+	if group {
+		wb = &s.pend // written by the group-commit leader, with the round (writePending)
+	} else {
+		wb.Clear()
+	}
 	buf := s.encBuf[:0]
 	for i, m := range msgs {
-		q, err := s.queue(m.Topic, m.QueueID, true)
-		if err != nil {
-			return 0, nil, s.fail(fmt.Errorf("open index of %s/%d: %w", m.Topic, m.QueueID, err))
+		var q *queue
+		qoff := m.QueueOffset // a tombstone's, or for one of no queue
+		if !lost || m.Topic != "" {
+			var err error
+			if q, err = s.queue(m.Topic, m.QueueID, true); err != nil {
+				return 0, nil, s.fail(fmt.Errorf("open index of %s/%d: %w", m.Topic, m.QueueID, err))
+			}
+			qoff = q.next
 		}
-		qoff := q.next
-		for j := i - 1; j >= 0; j-- { // batches are small: a scan beats a map
+		for j := i - 1; j >= 0 && q != nil; j-- { // batches are small: a scan beats a map
 			if pl[j].q == q {
 				qoff = pl[j].qoff + 1
 				break
@@ -229,7 +240,14 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 		c := *m
 		c.QueueOffset, c.LogOffset, c.StoredAt = qoff, loff, stored
 		at := len(buf)
-		buf = appendRecord(buf, &c, i == len(msgs)-1)
+		var flags byte
+		if i == len(msgs)-1 {
+			flags |= flagBatchEnd
+		}
+		if lost {
+			flags |= flagLost
+		}
+		buf = appendRecordFlags(buf, &c, flags)
 		n := len(buf) - at
 		if n > s.opts.MaxMessageSize+MaxMetadataSize+256 {
 			return 0, nil, fmt.Errorf("%w: message %d encodes to %d bytes", ErrInvalid, i, n)
@@ -247,29 +265,38 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 	s.plBuf = pl[:0]
 	at := 0
 	for i := range pl {
-		s.batch.Write(uint64(s.written)+uint64(i)+1, buf[at:at+pl[i].size])
+		wb.Write(uint64(s.written)+uint64(i)+1, buf[at:at+pl[i].size])
 		at += pl[i].size
 	}
-	if err := s.walWrite(&s.batch); err != nil {
-		return 0, nil, s.fail(fmt.Errorf("wal write: %w", err))
-	}
-	// The records are in the wal; from here on, memory follows.
-	for _, r := range rolls {
-		if err := s.addSegment(r.start, r.prevSize); err != nil {
-			return 0, nil, s.fail(err)
-		}
-	}
-	s.tailSize = size
 	lastPl := pl[len(pl)-1]
-	s.lastFrame = frameCheck{pos: lastPl.pos, size: uint32(lastPl.size)}
-	copy(s.lastFrame.head[:], buf[len(buf)-lastPl.size:])
+	frame := frameCheck{pos: lastPl.pos, size: uint32(lastPl.size)}
+	copy(frame.head[:], buf[len(buf)-lastPl.size:])
 	if size == 0 {
-		s.lastFrame = frameCheck{} // the last record closed its segment (checked at the roll)
+		frame = frameCheck{} // the last record closed its segment (checked at the roll)
 	}
+	if group {
+		s.pendRolls = append(s.pendRolls, rolls...)
+		s.pendBytes += int64(len(buf))
+	} else {
+		if err := s.walWrite(wb); err != nil {
+			return 0, nil, s.fail(fmt.Errorf("wal write: %w", err))
+		}
+		// The records are in the wal; from here on, memory follows.
+		for _, r := range rolls {
+			if err := s.addSegment(r.start, r.prevSize); err != nil {
+				return 0, nil, s.fail(err)
+			}
+		}
+		s.walWritten, s.walTail, s.walFrame = s.written+int64(len(msgs)), size, frame
+	}
+	s.tailSize, s.lastFrame = size, frame
 	for i, m := range msgs {
 		p := pl[i]
 		if err := s.addEntry(s.lidx, p.entry.logOffset, p.entry); err != nil {
 			return 0, nil, s.fail(err)
+		}
+		if p.q == nil {
+			continue // a tombstone of no queue: the log index only
 		}
 		if err := s.addEntry(p.q.idx, p.qoff, p.entry); err != nil {
 			return 0, nil, s.fail(err)
@@ -294,7 +321,9 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 	s.stats.bytes.Add(uint64(len(buf)))
 	if len(buf) > 1<<20 {
 		s.encBuf = nil // do not pin a large batch's buffer
-		s.batch = wal.Batch{}
+		if !group {
+			s.batch = wal.Batch{}
+		}
 	}
 	var notes []notice
 	if s.opts.OnAppend != nil || s.hooks.any() {
@@ -302,7 +331,7 @@ func (s *Store) write(msgs []*Message, as []assigned) (int64, []notice, error) {
 	}
 	for i := range msgs {
 		p := pl[i]
-		if p.q.next != p.qoff+1 {
+		if p.q == nil || p.q.next != p.qoff+1 {
 			continue // report each queue once, with its final next
 		}
 		if as != nil {
@@ -347,3 +376,66 @@ func (s *Store) addSegment(start uint64, prevSize int64) error {
 
 // now is the store's clock.
 func (s *Store) now() time.Time { return s.opts.Now() }
+
+// pendingWrite is a group-commit round's records taken out of Store.pend,
+// and what the wal holds once they are written.
+type pendingWrite struct {
+	b       *wal.Batch
+	bytes   int64
+	rolls   []roll
+	written int64
+	tail    int64
+	frame   frameCheck
+}
+
+// takePending takes the records waiting for the wal (SyncGroup). Callers
+// hold ioMu and mu.
+func (s *Store) takePending() (pendingWrite, bool) {
+	if s.walWritten == s.written {
+		return pendingWrite{}, false
+	}
+	p := pendingWrite{b: new(wal.Batch), bytes: s.pendBytes, rolls: s.pendRolls, written: s.written, tail: s.tailSize, frame: s.lastFrame}
+	s.pendBytes = 0
+	*p.b, s.pend, s.spare = s.pend, s.spare, wal.Batch{}
+	s.pendRolls = nil
+	return p, true
+}
+
+// writePending writes a round's records to the wal in one WriteBatch, then
+// registers the segments it started. Callers hold ioMu (so nothing else
+// writes the wal) and not mu; the result is applied under mu by
+// applyPending.
+func (s *Store) writePending(p pendingWrite) error {
+	if err := s.walWrite(p.b); err != nil {
+		return fmt.Errorf("wal write: %w", err)
+	}
+	return nil
+}
+
+// applyPending records that p is in the wal. Callers hold ioMu and mu.
+func (s *Store) applyPending(p pendingWrite, werr error) error {
+	if werr != nil {
+		return s.fail(werr)
+	}
+	for _, r := range p.rolls {
+		if err := s.addSegment(r.start, r.prevSize); err != nil {
+			return s.fail(err)
+		}
+	}
+	s.walWritten, s.walTail, s.walFrame = p.written, p.tail, p.frame
+	if p.bytes < 1<<20 { // reuse the buffers of a round of ordinary size
+		p.b.Clear()
+		s.spare = *p.b
+	}
+	return nil
+}
+
+// flushPendingLocked writes what waits for the wal while holding mu (a
+// checkpoint, retention). Callers hold ioMu and mu.
+func (s *Store) flushPendingLocked() error {
+	p, ok := s.takePending()
+	if !ok {
+		return nil
+	}
+	return s.applyPending(p, s.writePending(p))
+}

@@ -29,7 +29,8 @@ import (
 // uvarint next, segment, pos, durable, retained, varint lastStored seconds,
 // uvarint nanoseconds, uvarint #queues and per queue: string topic, uvarint
 // id, next, min, varint last log offset; last a CRC-32C of everything before
-// it. It is replaced atomically (fsx.WriteFile).
+// it. Version 3 adds, after lastStored, uvarint journal generation, journal
+// size and log index flushed, and per queue a last uvarint flushed. It is replaced atomically (fsx.WriteFile).
 type checkpoint struct {
 	indexValid bool
 	next       int64
@@ -39,6 +40,11 @@ type checkpoint struct {
 	retained   uint64
 	lastStored time.Time
 	queues     []ckptQueue
+	// Version 3: how far the index journal (journal.go) and the log-wide
+	// index file were written; entries from there on are in the journal.
+	journalGen  uint64
+	journalSize int64
+	logFlushed  int64
 }
 
 type ckptQueue struct {
@@ -46,11 +52,12 @@ type ckptQueue struct {
 	id        int
 	next, min int64
 	lastLog   int64 // log offset of the queue's newest record, -1 if none
+	flushed   int64 // entries below it are in the queue's file (version 3)
 }
 
 const (
 	ckptMagic   = "BCCK"
-	ckptVersion = 2
+	ckptVersion = 3
 	ckptFile    = "checkpoint"
 	ckptValid   = 1 << 0
 )
@@ -69,6 +76,9 @@ func (c *checkpoint) encode() []byte {
 	b = binary.AppendUvarint(b, uint64(c.durable))
 	b = binary.AppendUvarint(b, c.retained)
 	b = appendTime(b, c.lastStored)
+	b = binary.AppendUvarint(b, c.journalGen)
+	b = binary.AppendUvarint(b, uint64(c.journalSize))
+	b = binary.AppendUvarint(b, uint64(c.logFlushed))
 	b = binary.AppendUvarint(b, uint64(len(c.queues)))
 	for _, q := range c.queues {
 		b = appendString(b, q.topic)
@@ -76,6 +86,7 @@ func (c *checkpoint) encode() []byte {
 		b = binary.AppendUvarint(b, uint64(q.next))
 		b = binary.AppendUvarint(b, uint64(q.min))
 		b = binary.AppendVarint(b, q.lastLog)
+		b = binary.AppendUvarint(b, uint64(q.flushed))
 	}
 	return binary.LittleEndian.AppendUint32(b, crc.Checksum(b))
 }
@@ -89,7 +100,8 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	if crc.Checksum(body) != sum {
 		return nil, fmt.Errorf("%w: checkpoint: checksum mismatch", ErrCorrupt)
 	}
-	if body[len(ckptMagic)] != ckptVersion {
+	version := body[len(ckptMagic)]
+	if version != ckptVersion && version != 2 {
 		return nil, fmt.Errorf("%w: checkpoint: unknown version %d", ErrCorrupt, body[len(ckptMagic)])
 	}
 	flags := body[len(ckptMagic)+1]
@@ -104,6 +116,12 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	c.durable = d.offset()
 	c.retained = d.uvarint()
 	c.lastStored = d.time()
+	c.logFlushed = c.next // version 2: every entry is in the files
+	if version >= 3 {
+		c.journalGen = d.uvarint()
+		c.journalSize = d.offset()
+		c.logFlushed = d.offset()
+	}
 	n := d.count()
 	for range n {
 		var q ckptQueue
@@ -119,10 +137,20 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		if q.lastLog < -1 {
 			d.fail("bad last log offset")
 		}
+		q.flushed = q.next
+		if version >= 3 {
+			q.flushed = d.offset()
+		}
 		if q.min > q.next {
 			d.fail("queue min above next")
 		}
+		if q.flushed > q.next {
+			d.fail("queue flushed above next")
+		}
 		c.queues = append(c.queues, q)
+	}
+	if c.logFlushed > c.next {
+		d.fail("log index flushed above next")
 	}
 	if d.err == nil && len(d.buf) != 0 {
 		d.fail("trailing bytes")

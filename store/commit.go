@@ -76,11 +76,22 @@ func (s *Store) fsyncLog() error {
 		s.mu.Unlock()
 		return err
 	}
+	if p, ok := s.takePending(); ok {
+		// The round's records go to the wal in one WriteBatch, outside mu:
+		// the appenders place the next round meanwhile.
+		s.mu.Unlock()
+		werr := s.writePending(p)
+		s.mu.Lock()
+		if err := s.applyPending(p, werr); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
 	if err := s.verifyTail(); err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	target := s.written
+	target := s.walWritten
 	dir := s.dirDirty
 	if target == s.durable && !dir {
 		s.mu.Unlock()
@@ -174,13 +185,21 @@ func (s *Store) Sync() error {
 func (s *Store) checkpoint(syncLog ...bool) error {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
+	s.ioMu.Lock() // the wal holds every record placed before the checkpoint records it
 	s.mu.Lock()
 	if s.failErr != nil {
 		s.mu.Unlock()
+		s.ioMu.Unlock()
 		return s.failErr
+	}
+	if err := s.flushPendingLocked(); err != nil {
+		s.mu.Unlock()
+		s.ioMu.Unlock()
+		return err
 	}
 	if err := s.verifyTail(); err != nil {
 		s.mu.Unlock()
+		s.ioMu.Unlock()
 		return err
 	}
 	s.ckptDue = false
@@ -195,17 +214,20 @@ func (s *Store) checkpoint(syncLog ...bool) error {
 		lastStored: s.lastStored,
 		queues:     make([]ckptQueue, 0, s.nq),
 	}
-	if err := s.flushDirty(); err != nil {
+	if err := s.persistIndex(); err != nil {
 		err = s.fail(err)
 		s.mu.Unlock()
+		s.ioMu.Unlock()
 		return err
 	}
+	ck.journalGen, ck.journalSize, ck.logFlushed = s.jr.gen, s.jr.size, s.lidx.flushed
 	for _, qs := range s.queues {
 		for _, q := range qs {
-			ck.queues = append(ck.queues, ckptQueue{topic: q.topic, id: q.id, next: q.next, min: q.min, lastLog: q.lastLog})
+			ck.queues = append(ck.queues, ckptQueue{topic: q.topic, id: q.id, next: q.next, min: q.min, lastLog: q.lastLog, flushed: q.idx.flushed})
 		}
 	}
 	s.mu.Unlock()
+	s.ioMu.Unlock()
 	sortQueues(ck.queues)
 
 	if len(syncLog) == 0 || syncLog[0] {
@@ -221,5 +243,6 @@ func (s *Store) checkpoint(syncLog ...bool) error {
 		return err
 	}
 	s.stats.ckpts.Add(1)
+	s.journalWritten(ck.journalGen)
 	return nil
 }

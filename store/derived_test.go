@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/internal/fsx/fsxtest"
 )
 
 // derivedFixture is a closed store with two queues over several segments
@@ -168,16 +168,21 @@ func TestDamagedDerivedFilesWithFailedOpensInBetweenAreRebuiltFromTheLog(t *test
 	failed := 0
 	defer func() { assert.Positive(t, failed, "some Opens must have failed") }()
 	for name, damage := range damages {
-		for file := 0; file < 4; file++ {
+		for file := 0; file < 5; file++ {
 			t.Run(fmt.Sprintf("%s/%d", name, file), func(t *testing.T) {
 				fx := newDerivedFixture(t, Options{SegmentSize: 4096, Sync: SyncNone})
 				files := fx.derivedFiles(t)
-				require.Len(t, files, 4, "checkpoint, log index, two queue indexes")
+				// checkpoint, log index, two queue indexes, and the index
+				// journal unless every checkpoint found full blocks only
+				require.GreaterOrEqual(t, len(files), 4)
+				if file >= len(files) {
+					t.Skip("no index journal was written")
+				}
 				damage(t, r, files[file])
 				for n := 1; n <= 3; n++ {
-					f := &fsx.Faulty{}
-					f.Fail(fsx.Op(r.IntN(int(fsx.OpTruncate)+1)), r.IntN(4)+1, fsx.ENOSPC)
-					if s, err := Open(fx.dir, Options{FS: f}); err == nil {
+					f := &fsxtest.Faulty{}
+					f.Fail(fsxtest.Op(r.IntN(int(fsxtest.OpTruncate)+1)), r.IntN(4)+1, fsxtest.ENOSPC)
+					if s, err := Open(fx.dir, Options{fs: f}); err == nil {
 						s.Close() // the fault fell where Open writes nothing
 					} else {
 						require.ErrorIs(t, err, ErrFailed)

@@ -23,17 +23,35 @@
 //     (ErrCorrupt) naming the segment, the byte position and the log
 //     offsets affected, and never drops an acknowledged record silently.
 //     Open decodes every record of the last segment, but proves an older,
-//     closed segment by its end only (a
-//     reopen must not re-read the whole log): a record damaged inside one
-//     is refused with ErrCorrupt by Read and ReadAt, never served, and
-//     Repair, which decodes every segment, finds and cuts it. Segments must
-//     cover the log without gaps from what
-//     retention kept to the end: a missing or short segment is a
-//     *CorruptError naming the missing range (retention records what it
-//     removes before removing it, so its segments are not gaps).
-//   - Repair is the explicit way out: it cuts at the corruption, keeps the
-//     cut bytes in a file under dir/quarantine and reports exactly which log
-//     offsets and records were lost.
+//     closed segment by its end only (a reopen must not re-read the whole
+//     log). Segments must cover the log without gaps from what retention
+//     kept to the end: a missing or short segment is a *CorruptError naming
+//     the missing range (retention records what it removes before removing
+//     it, so its segments are not gaps).
+//   - Offsets never go backwards, across any damage: no queue offset or log
+//     offset is ever handed out twice. When records the checkpoint recorded
+//     as durable are missing at Open (the tail of the last segment damaged
+//     or cut after a clean Close, the segment replaced by an older copy, a
+//     Repair cut), Open opens anyway, with every next offset above all
+//     ever issued: it writes a tombstone for every lost log offset and
+//     every lost queue offset of the queues the checkpoint lists (one
+//     atomic batch, so the floors live in the log and survive the loss of
+//     every derived file later), logs the lost range at ERROR and counts it
+//     (Stats.LostRecords). Readers skip tombstones; ReadAt of one is
+//     ErrCorrupt. (A log that lost records no checkpoint recorded as durable
+//     — writes never acknowledged as synced — restarts where it ends.)
+//   - A damaged record costs exactly that record: Read (and so pop and
+//     every offset-based reader) delivers every intact record before and
+//     after a damaged one and never returns it as data; it is stepped past
+//     (an ERROR line naming segment, position and offsets, once, and
+//     Stats.CorruptRecords), never retried forever. ReadAt of it is
+//     ErrCorrupt.
+//   - Repair is the explicit way out: a damaged record whose framing is
+//     intact is replaced by a tombstone (exactly that record is lost);
+//     where the framing is gone it cuts the log there. Either way it keeps
+//     the bytes it removes in a file under dir/quarantine, reports exactly
+//     which log offsets and records were lost, and keeps the next offsets
+//     above everything they had.
 //   - Derived files (the index files, the log-wide index, the checkpoint)
 //     are never trusted beyond what the log proves: any of them may be lost
 //     or damaged between a crash and Open, any number of times, with failed
@@ -52,7 +70,7 @@
 //     call returns an error wrapping ErrFailed; Close still closes. Reopen to
 //     recover (Open after a full disk is freed recovers everything).
 //   - Offsets never go backwards, across reopen and retention, even for a
-//     queue retained to empty.
+//     queue retained to empty (see damage above).
 //   - Options.OnAppend and Subscribe hooks run after the records are
 //     readable and never under a store lock.
 //
@@ -71,22 +89,39 @@
 // record not verified yet. On the first divergence the store fails. The
 // cost: one fstat and one small pread per group commit. Retention goes
 // through wal.TruncateFront, which rewrites the first kept segment (a copy
-// of up to SegmentSize bytes per retention pass).
+// of up to SegmentSize bytes per retention pass). Repair, with the
+// directory locked, rewrites a segment through a temporary file and a rename
+// to replace a damaged record by a tombstone.
 //
 // # Memory and files
 //
 // The index is a set of files of fixed-size entries (one per queue, one for
 // the whole log), so it costs no memory per message; a Read is a pread of
 // the index and one pread per span of nearby records (a queue's records are
-// often adjacent in the log), done without holding the store lock. A
-// checkpoint file records how far the index files were written, so Open
-// replays only the log past it; it is written at every segment roll, every
-// CheckpointBytes of log and every CheckpointEvery, and on Close, and writes
-// only the index entries of the queues that changed. Index files are not
-// fsynced (they are checked and repaired from the log instead), so a
-// checkpoint costs what changed, not the number of queues. tidwall/wal
-// keeps the segment being written in memory, and the last closed one in its
-// cache, so the log's heap is bounded by about twice SegmentSize.
+// often adjacent in the log), done without holding the store lock. New
+// entries wait in a per-queue buffer, off the append path; a checkpoint
+// (at every segment roll, every CheckpointBytes of log, every
+// CheckpointEvery, and on Close) writes each buffer that reached 4 KiB to
+// its file and every other new entry to one index journal in a single
+// write, so a checkpoint costs O(1) writes whatever the number of queues
+// that changed, and records how far each file and the journal go, so Open
+// replays only the log past it and reads the journal back. Index files and
+// the journal are not fsynced (they are checked and repaired from the log
+// instead). Per queue the store keeps its offsets and its buffered entries:
+// at most 64 KiB (a queue that takes more between two checkpoints has that
+// block written by the Append that fills it, one write per 2,048 entries). tidwall/wal keeps the segment being written
+// in memory, and the last closed one in its cache, so the log's heap is
+// bounded by about twice SegmentSize.
+//
+// Open file descriptors are bounded by configuration, not by the number of
+// queues: index files are opened when used and closed least recently used
+// first to keep at most MaxOpenFiles (DefaultMaxOpenFiles, 256) open; add
+// one per log segment (a read handle), the journal, the log-wide index and
+// the lock.
+//
+// Under SyncGroup appenders place and encode their records under the lock
+// and the group-commit leader writes the round's records to the wal in one
+// WriteBatch, outside the lock, then fsyncs them.
 //
 // # Defaults
 //
@@ -95,8 +130,8 @@
 // everything). RetainEvery: DefaultRetainEvery (1 min). MaxMessageSize:
 // DefaultMaxMessageSize (4 MiB of Body; metadata up to MaxMetadataSize).
 // CheckpointBytes: DefaultCheckpointBytes (4 MiB). CheckpointEvery:
-// DefaultCheckpointEvery (10 s). Read clamps max to MaxReadBatch. FS: the
-// operating system. Now: time.Now. Logger: discard.
+// DefaultCheckpointEvery (10 s). MaxOpenFiles: DefaultMaxOpenFiles (256).
+// Read clamps max to MaxReadBatch. Now: time.Now. Logger: discard.
 //
 // # Ownership
 //
@@ -112,6 +147,7 @@
 // takes it too). Retention drops whole segments only, never the one being
 // written. Index entries take 32 bytes per message per file (queue and
 // log); retention frees their disk blocks by punching holes (Linux), the
-// files keep their logical size. Every segment and every queue's index file
-// stays open while the Store is. The log directory belongs to the store.
+// files keep their logical size. Every segment keeps a read handle open
+// while the Store is (index files do not: see MaxOpenFiles). The log
+// directory belongs to the store.
 package store

@@ -50,11 +50,14 @@ type CorruptError struct {
 	Position int64  // byte position of the first bad byte in Segment
 	// From and To are the log offsets affected, [From, To): the records
 	// that are damaged or missing, and those after them that a cut there
-	// would lose (To is -1 when the end is unknown).
+	// would lose (To is -1 when the end is unknown). When the framing
+	// around a damaged record is intact, Repair replaces only that record
+	// (From) with a tombstone instead of cutting (Reason says so).
 	From, To int64
 	Reason   string
 
-	kind damageKind // what Repair does about it
+	kind   damageKind // what Repair does about it
+	recEnd int64      // damageRecord: just past the damaged wal entry
 }
 
 // damageKind is how Repair deals with a CorruptError.
@@ -64,6 +67,7 @@ const (
 	damageCut     damageKind = iota // cut the log at (Segment, Position)
 	damageFront                     // segments missing at the front: the log starts later
 	damageMissing                   // segments the checkpoint named are missing at the end
+	damageRecord                    // one damaged record inside intact framing: replace it with a tombstone
 )
 
 // Error implements error.

@@ -83,20 +83,24 @@ func ExampleRepair() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("lost:", rep.Lost, "records, from log offset", rep.Cuts[0].From)
-	for _, r := range rep.Cuts[0].Records {
-		fmt.Println("quarantined:", r.Topic, r.QueueOffset)
-	}
+	fmt.Println("lost:", rep.Lost, "record, log offset", rep.Cuts[0].From)
 	s, err = store.Open(dir, store.Options{})
 	if err != nil {
 		panic(err)
 	}
 	defer s.Close()
-	fmt.Println("readable:", s.MaxOffset("orders", 0))
+	msgs, _ := s.Read("orders", 0, 0, 10)
+	for _, m := range msgs {
+		fmt.Println("readable:", m.QueueOffset, string(m.Body))
+	}
+	m := &store.Message{Topic: "orders", Body: []byte("five")}
+	_ = s.Append(m)
+	fmt.Println("next:", m.QueueOffset) // an offset once handed out is never reused
 	// Output:
 	// true true 1 4
-	// lost: 3 records, from log offset 1
-	// quarantined: orders 2
-	// quarantined: orders 3
-	// readable: 1
+	// lost: 1 record, log offset 1
+	// readable: 0 one
+	// readable: 2 three
+	// readable: 3 four
+	// next: 4
 }

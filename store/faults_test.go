@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/wal"
 
 	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/internal/fsx/fsxtest"
 )
 
 // faultWorkload appends to a store through fsys until done or the store
@@ -21,7 +22,7 @@ import (
 func faultWorkload(t *testing.T, dir string, fsys fsx.FS) map[string]string {
 	t.Helper()
 	acked := map[string]string{}
-	s, err := Open(dir, Options{FS: fsys, SegmentSize: 2048})
+	s, err := Open(dir, Options{fs: fsys, SegmentSize: 2048})
 	if err != nil {
 		require.ErrorIs(t, err, ErrFailed)
 		return acked
@@ -86,10 +87,10 @@ func checkAcked(t *testing.T, dir string, acked map[string]string) {
 // Close works, nothing acknowledged is lost, and Open after the disk is
 // freed recovers everything, also after several failed Opens while full.
 func TestFaultAtTheNthCallOfEveryNonLogFileFailsCleanly(t *testing.T) {
-	clean := &fsx.Faulty{}
+	clean := &fsxtest.Faulty{}
 	acked := faultWorkload(t, t.TempDir(), clean)
 	require.Len(t, acked, 150)
-	ops := map[fsx.Op]string{fsx.OpOpen: "open", fsx.OpWrite: "write", fsx.OpSync: "fsync", fsx.OpRename: "rename"}
+	ops := map[fsxtest.Op]string{fsxtest.OpOpen: "open", fsxtest.OpWrite: "write", fsxtest.OpSync: "fsync", fsxtest.OpRename: "rename"}
 	scenarios := 0
 	for op, name := range ops {
 		calls := clean.Calls(op)
@@ -98,11 +99,11 @@ func TestFaultAtTheNthCallOfEveryNonLogFileFailsCleanly(t *testing.T) {
 		for n := 1; n <= calls; n += step {
 			t.Run(fmt.Sprintf("%s-%d", name, n), func(t *testing.T) {
 				dir := t.TempDir()
-				f := &fsx.Faulty{}
-				f.Fail(op, n, fsx.ENOSPC)
+				f := &fsxtest.Faulty{}
+				f.Fail(op, n, fsxtest.ENOSPC)
 				acked := faultWorkload(t, dir, f)
 				for range 3 { // still full: Opens fail and change nothing
-					if s, err := Open(dir, Options{FS: f}); err == nil {
+					if s, err := Open(dir, Options{fs: f}); err == nil {
 						s.Close()
 					} else {
 						require.ErrorIs(t, err, ErrFailed)

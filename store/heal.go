@@ -83,7 +83,7 @@ func (s *Store) heal(x *indexFile, n int64, match matcher, lo, hi int64) (int, e
 		sg := s.segs[j]
 		end := sg.size
 		if j == len(s.segs)-1 {
-			end = s.tailSize
+			end = s.walTail
 		}
 		if j > seg {
 			pos = 0
@@ -101,7 +101,7 @@ func (s *Store) heal(x *indexFile, n int64, match matcher, lo, hi int64) (int, e
 		}
 		for _, fr := range frames {
 			if _, err := decodeRecordTo(&m, data[fr.pos:fr.pos+int64(fr.size)], ""); err != nil {
-				return repaired, fmt.Errorf("segment %s position %d: %w", sg.path, pos+fr.pos, err)
+				continue // a damaged record inside intact framing: readers step past it (judgeDamaged)
 			}
 			k, ok := match(&m)
 			if !ok || k < lo {
@@ -119,8 +119,8 @@ func (s *Store) heal(x *indexFile, n int64, match matcher, lo, hi int64) (int, e
 			}
 			var b [entrySize]byte
 			want.put(b[:])
-			if _, err := x.f.WriteAt(b[:], k*entrySize); err != nil {
-				return repaired, s.fail(fmt.Errorf("repair index %s: %w", x.f.Name(), err))
+			if err := x.writeAt(b[:], k*entrySize); err != nil {
+				return repaired, s.fail(fmt.Errorf("repair index %s: %w", x.Name(), err))
 			}
 			repaired++
 			s.stats.indexRepairs.Add(1)

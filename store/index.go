@@ -1,10 +1,10 @@
 package store
 
 import (
+	"container/list"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -17,14 +17,16 @@ import (
 // record lives, and one for the whole log mapping a log offset the same way
 // (for ReadAt). Entry n sits at byte n*entrySize, so a lookup is one pread
 // and the index costs no memory per message. New entries are buffered and
-// written in blocks (at the latest by the next checkpoint). Index files are
+// written by the next checkpoint: to their file once a block is full, else
+// to the index journal (journal.go), so a checkpoint costs O(1) writes. Index files are
 // derived state and never fsynced: the checkpoint says how far they were
 // written, Open checks that they are (their length, their newest entry) and
 // rebuilds from the log when not, and every entry a read uses is checked
 // against the record it names (heal.go repairs a damaged one from the log).
 const (
 	entrySize    = 32
-	flushBytes   = 4096 // write buffered entries once this many bytes wait
+	flushBytes   = 4096     // a checkpoint writes a buffer of this many bytes to its file (else to the journal)
+	maxBuffered  = 64 << 10 // an append writes a buffer this large at once: at most 64 KiB per queue wait
 	logIndexName = "log.idx"
 )
 
@@ -72,34 +74,91 @@ func decodeEntry(b []byte) (entry, error) {
 
 // indexFile is one file of entries. Entries below flushed are in the file;
 // entries from flushed to flushed+len(buf)/entrySize wait in buf. The Store
-// lock guards it: writers hold it exclusively, readers shared.
+// lock guards it: writers hold it exclusively, readers shared. Its file is
+// open only while the fileCache keeps it so (f, elem and refs are guarded
+// by the cache's mutex).
 type indexFile struct {
-	f       fsx.File
+	path    string
+	c       *fileCache
 	flushed int64 // number of the first entry still in buf
 	buf     []byte
 	queued  bool // on the store's dirty list (entries wait in buf)
+	// journaled: entries below it are in the file or the index journal
+	// (journal.go); q: the queue it indexes (nil for the log-wide index).
+	journaled int64
+	q         *queue
+
+	f    fsx.File
+	elem *list.Element
+	refs int
 }
 
-func openIndexFile(fsys fsx.FS, path string, next int64) (*indexFile, error) {
-	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
-	if err != nil {
+func newIndexFile(c *fileCache, path string, next int64) *indexFile {
+	return &indexFile{c: c, path: path, flushed: next}
+}
+
+// openIndexFile returns an index file that stays open (the log-wide one).
+func openIndexFile(c *fileCache, path string, next int64) (*indexFile, error) {
+	x := newIndexFile(c, path, next)
+	if _, err := c.acquire(x); err != nil { // never released: pinned open
 		return nil, err
 	}
-	return &indexFile{f: f, flushed: next}, nil
+	return x, nil
+}
+
+// Name is the file's path.
+func (x *indexFile) Name() string { return x.path }
+
+// writeAt writes b at off of the file.
+func (x *indexFile) writeAt(b []byte, off int64) error {
+	f, err := x.c.acquire(x)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(b, off)
+	x.c.release(x)
+	return err
+}
+
+// readAt reads b at off of the file.
+func (x *indexFile) readAt(b []byte, off int64) error {
+	f, err := x.c.acquire(x)
+	if err != nil {
+		return err
+	}
+	_, err = f.ReadAt(b, off)
+	x.c.release(x)
+	return err
 }
 
 // size is the file's length in entries.
 func (x *indexFile) size() (int64, error) {
-	fi, err := x.f.Stat()
+	f, err := x.c.acquire(x)
+	if err != nil {
+		return 0, err
+	}
+	fi, err := f.Stat()
+	x.c.release(x)
 	if err != nil {
 		return 0, err
 	}
 	return fi.Size() / entrySize, nil
 }
 
+// punch frees the disk space below off (retention).
+func (x *indexFile) punch(off int64) error {
+	f, err := x.c.acquire(x)
+	if err != nil {
+		return err
+	}
+	err = punchHole(f, off)
+	x.c.release(x)
+	return err
+}
+
 // reset discards buffered entries and makes n the next entry to write.
 func (x *indexFile) reset(n int64) {
-	x.flushed = n
+	x.flushed, x.journaled = n, n
 	x.buf = x.buf[:0]
 }
 
@@ -119,18 +178,18 @@ func (x *indexFile) add(n int64, e entry) error {
 	at := len(x.buf)
 	x.buf = append(x.buf, make([]byte, entrySize)...) // no allocation once buf has grown
 	e.put(x.buf[at:])
-	if len(x.buf) >= flushBytes {
-		return x.flush()
+	if len(x.buf) >= maxBuffered {
+		return x.flush() // a queue that takes more than maxBuffered between two checkpoints
 	}
-	return nil
+	return nil // written by the next checkpoint (persistIndex), off the append path
 }
 
 func (x *indexFile) flush() error {
 	if len(x.buf) == 0 {
 		return nil
 	}
-	if _, err := x.f.WriteAt(x.buf, x.flushed*entrySize); err != nil {
-		return fmt.Errorf("write index %s: %w", x.f.Name(), err)
+	if err := x.writeAt(x.buf, x.flushed*entrySize); err != nil {
+		return fmt.Errorf("write index %s: %w", x.path, err)
 	}
 	x.flushed += int64(len(x.buf) / entrySize)
 	x.buf = x.buf[:0]
@@ -147,13 +206,13 @@ func (x *indexFile) read(out []entry, scratch []byte, n int64, count int) ([]ent
 			scratch = make([]byte, k*entrySize)
 		}
 		b := scratch[:k*entrySize]
-		if _, err := x.f.ReadAt(b, n*entrySize); err != nil {
-			return nil, scratch, n, fmt.Errorf("%w: read index %s entry %d: %v", ErrCorrupt, x.f.Name(), n, err)
+		if err := x.readAt(b, n*entrySize); err != nil {
+			return nil, scratch, n, fmt.Errorf("%w: read index %s entry %d: %v", ErrCorrupt, x.path, n, err)
 		}
 		for i := int64(0); i < k; i++ {
 			e, err := decodeEntry(b[i*entrySize : (i+1)*entrySize])
 			if err != nil {
-				return nil, scratch, n + i, fmt.Errorf("index %s entry %d: %w", x.f.Name(), n+i, err)
+				return nil, scratch, n + i, fmt.Errorf("index %s entry %d: %w", x.path, n+i, err)
 			}
 			out = append(out, e)
 		}
@@ -163,7 +222,7 @@ func (x *indexFile) read(out []entry, scratch []byte, n int64, count int) ([]ent
 	for ; count > 0; count-- {
 		i := n - x.flushed
 		if i < 0 || (i+1)*entrySize > int64(len(x.buf)) {
-			return nil, scratch, -1, fmt.Errorf("%w: index %s has no entry %d", ErrCorrupt, x.f.Name(), n)
+			return nil, scratch, -1, fmt.Errorf("%w: index %s has no entry %d", ErrCorrupt, x.path, n)
 		}
 		e, err := decodeEntry(x.buf[i*entrySize : (i+1)*entrySize])
 		if err != nil {
@@ -179,18 +238,18 @@ func (x *indexFile) get(n int64) (entry, error) {
 	if n >= x.flushed {
 		i := n - x.flushed
 		if (i+1)*entrySize > int64(len(x.buf)) {
-			return entry{}, fmt.Errorf("%w: index %s has no entry %d", ErrCorrupt, x.f.Name(), n)
+			return entry{}, fmt.Errorf("%w: index %s has no entry %d", ErrCorrupt, x.path, n)
 		}
 		return decodeEntry(x.buf[i*entrySize : (i+1)*entrySize])
 	}
 	if n < 0 {
 		return entry{}, fmt.Errorf("%w: index entry %d", ErrCorrupt, n)
 	}
-	b := make([]byte, entrySize)
-	if _, err := x.f.ReadAt(b, n*entrySize); err != nil {
-		return entry{}, fmt.Errorf("%w: read index %s entry %d: %v", ErrCorrupt, x.f.Name(), n, err)
+	var b [entrySize]byte
+	if err := x.readAt(b[:], n*entrySize); err != nil {
+		return entry{}, fmt.Errorf("%w: read index %s entry %d: %v", ErrCorrupt, x.path, n, err)
 	}
-	return decodeEntry(b)
+	return decodeEntry(b[:])
 }
 
 // queue is the state of one (topic, queue): its offsets and its index file.
@@ -232,11 +291,9 @@ func (s *Store) queue(topic string, id int, create bool) (*queue, error) {
 	if q := s.queues[topic][id]; q != nil || !create {
 		return q, nil
 	}
-	idx, err := openIndexFile(s.fs, filepath.Join(s.dir, "index", encodeQueueName(topic, id)), 0)
-	if err != nil {
-		return nil, err
-	}
+	idx := newIndexFile(s.files, filepath.Join(s.dir, "index", encodeQueueName(topic, id)), 0)
 	q := &queue{topic: topic, id: id, idx: idx, lastLog: -1}
+	idx.q = q
 	if s.queues[topic] == nil {
 		s.queues[topic] = map[int]*queue{}
 	}
@@ -254,20 +311,6 @@ func (s *Store) addEntry(x *indexFile, n int64, e entry) error {
 		s.dirty = append(s.dirty, x)
 	}
 	return x.add(n, e)
-}
-
-// flushDirty writes every buffered index entry. Callers hold mu exclusively.
-func (s *Store) flushDirty() error {
-	for i, x := range s.dirty {
-		if err := x.flush(); err != nil {
-			s.dirty = append(s.dirty[:0], s.dirty[i:]...)
-			return err
-		}
-		x.queued = false
-	}
-	clear(s.dirty)
-	s.dirty = s.dirty[:0]
-	return nil
 }
 
 // encodeQueueName is the index file name of a queue: topics are data, never

@@ -99,13 +99,8 @@ func frameAt(f *os.File, at int64, want int64) bool {
 // and that its newest entry names the record it should. why explains what
 // is wrong (then the index is rebuilt).
 func (s *Store) openFromCheckpoint(ck *checkpoint) (why string, err error) {
-	if s.lidx, err = openIndexFile(s.fs, filepath.Join(s.dir, "index", logIndexName), ck.next); err != nil {
+	if s.lidx, err = openIndexFile(s.files, filepath.Join(s.dir, "index", logIndexName), ck.logFlushed); err != nil {
 		return "", err
-	}
-	if ck.next > s.logMin {
-		if why := checkEnd(s.lidx, ck.next-1, ck.next-1); why != "" {
-			return "log index: " + why, nil
-		}
 	}
 	s.lastStored = ck.lastStored
 	for _, cq := range ck.queues {
@@ -114,14 +109,64 @@ func (s *Store) openFromCheckpoint(ck *checkpoint) (why string, err error) {
 			return "", err
 		}
 		q.min, q.next, q.lastLog = cq.min, cq.next, cq.lastLog
-		q.idx.reset(cq.next)
-		if cq.next > cq.min && cq.lastLog >= s.logMin {
-			if why := checkEnd(q.idx, cq.next-1, cq.lastLog); why != "" {
-				return fmt.Sprintf("%s/%d: %s", cq.topic, cq.id, why), nil
-			}
+		q.idx.reset(cq.flushed)
+	}
+	if why, err := s.loadJournal(ck); why != "" || err != nil {
+		return why, err
+	}
+	if why := s.checkIndex(s.lidx, ck.next, ck.next-1, ck.next > s.logMin); why != "" {
+		return "log index: " + why, nil
+	}
+	for _, cq := range ck.queues {
+		q := s.queues[cq.topic][cq.id]
+		if why := s.checkIndex(q.idx, cq.next, cq.lastLog, cq.next > cq.min && cq.lastLog >= s.logMin); why != "" {
+			return fmt.Sprintf("%s/%d: %s", cq.topic, cq.id, why), nil
 		}
 	}
 	return "", nil
+}
+
+// checkIndex checks what it can cheaply of index file x once its buffer is
+// back from the journal: that it reaches next, that its newest entry names
+// lastLog (when check), and, when entries sit in the file, that the file
+// holds them. A queue whose entries are all in the journal costs no file
+// access, so an Open at 100,000 queues opens few files.
+func (s *Store) checkIndex(x *indexFile, next, lastLog int64, check bool) string {
+	if x.next() != next {
+		return fmt.Sprintf("%s: the index journal brings it to %d entries, the checkpoint says %d", x.Name(), x.next(), next)
+	}
+	if !check {
+		return ""
+	}
+	if len(x.buf) > 0 {
+		e, err := x.get(next - 1)
+		if err != nil {
+			return err.Error()
+		}
+		if e.logOffset != lastLog {
+			return fmt.Sprintf("%s entry %d names log offset %d, expected %d", x.Name(), next-1, e.logOffset, lastLog)
+		}
+		if x.flushed == 0 {
+			return ""
+		}
+		return checkFile(x, x.flushed-1)
+	}
+	return checkEnd(x, next-1, lastLog)
+}
+
+// checkFile checks that index file x holds an intact entry n.
+func checkFile(x *indexFile, n int64) string {
+	size, err := x.size()
+	if err != nil {
+		return err.Error()
+	}
+	if size <= n {
+		return fmt.Sprintf("file %s holds %d entries, the checkpoint says %d", x.Name(), size, n+1)
+	}
+	if _, err := x.get(n); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // checkEnd checks that index file x holds entry n, naming log offset lastLog.
@@ -131,14 +176,14 @@ func checkEnd(x *indexFile, n, lastLog int64) string {
 		return err.Error()
 	}
 	if size <= n {
-		return fmt.Sprintf("file %s holds %d entries, the checkpoint says %d", x.f.Name(), size, n+1)
+		return fmt.Sprintf("file %s holds %d entries, the checkpoint says %d", x.Name(), size, n+1)
 	}
 	e, err := x.get(n)
 	if err != nil {
 		return err.Error()
 	}
 	if e.logOffset != lastLog {
-		return fmt.Sprintf("file %s entry %d names log offset %d, expected %d", x.f.Name(), n, e.logOffset, lastLog)
+		return fmt.Sprintf("file %s entry %d names log offset %d, expected %d", x.Name(), n, e.logOffset, lastLog)
 	}
 	return ""
 }
@@ -192,7 +237,10 @@ func (s *Store) loadIndex(ck *checkpoint, cut int64) error {
 			return err
 		}
 		var err error
-		if s.lidx, err = openIndexFile(s.fs, filepath.Join(s.dir, "index", logIndexName), s.logMin); err != nil {
+		if ck != nil {
+			s.jgen = max(s.jgen, ck.journalGen)
+		}
+		if s.lidx, err = openIndexFile(s.files, filepath.Join(s.dir, "index", logIndexName), s.logMin); err != nil {
 			return err
 		}
 		fromSeg, fromPos = 0, 0
@@ -206,6 +254,12 @@ func (s *Store) loadIndex(ck *checkpoint, cut int64) error {
 	}
 	if !valid && ck != nil {
 		if err := s.restoreEmptied(ck); err != nil {
+			return err
+		}
+		if err := s.fillLost(ck); err != nil {
+			return err
+		}
+		if err := s.raiseToCheckpoint(ck); err != nil {
 			return err
 		}
 	}
@@ -238,18 +292,30 @@ func (s *Store) replayFrom(fromSeg int, fromPos int64, fromCheckpoint bool) (int
 			return fmt.Errorf("log segment %s position %d: %w: log offset %d, expected %d", sg.path, pos, ErrCorrupt, m.LogOffset, expect)
 		}
 		expect++
+		e := entry{logOffset: m.LogOffset, storedAt: m.StoredAt.UnixNano(), pos: pos, size: uint32(size)}
+		if m.Topic == "" { // a tombstone of no queue (lost.go), or a damaged record
+			replayed++
+			return s.addEntry(s.lidx, m.LogOffset, e)
+		}
 		q, err := s.queue(m.Topic, m.QueueID, true)
 		if err != nil {
 			return err
 		}
 		if m.QueueOffset != q.next {
-			if fromCheckpoint || m.QueueOffset < q.next {
+			switch {
+			case m.QueueOffset < q.next || (fromCheckpoint && q.lastLog < 0):
 				return fmt.Errorf("log segment %s position %d: %w: %s/%d queue offset %d, expected %d",
 					sg.path, pos, ErrCorrupt, m.Topic, m.QueueID, m.QueueOffset, q.next)
+			case q.lastLog >= 0:
+				// Records of the queue are missing in the middle (a damaged
+				// record Repair replaced): holes, never handed out again.
+				if err := s.addHoles(q, m.QueueOffset, e); err != nil {
+					return err
+				}
+			default:
+				q.min, q.next = m.QueueOffset, m.QueueOffset // older records were retained
 			}
-			q.min, q.next = m.QueueOffset, m.QueueOffset // older records were retained
 		}
-		e := entry{logOffset: m.LogOffset, storedAt: m.StoredAt.UnixNano(), pos: pos, size: uint32(size)}
 		if err := s.addEntry(s.lidx, m.LogOffset, e); err != nil {
 			return err
 		}

@@ -64,6 +64,11 @@ const (
 	// MaxReadBatch is the most messages one Read returns; a larger max is
 	// clamped (callers page by QueueOffset).
 	MaxReadBatch = 1024
+	// DefaultMaxOpenFiles is how many index files the store keeps open at
+	// most by default, whatever the number of queues: with the log's
+	// segments, the lock file and the checkpoint it fits well under a
+	// process limit of 1,024 descriptors.
+	DefaultMaxOpenFiles = 256
 )
 
 // Options configure a Store. The zero value is a working default.
@@ -93,10 +98,11 @@ type Options struct {
 	// (defaults DefaultCheckpointBytes and DefaultCheckpointEvery).
 	CheckpointBytes int64
 	CheckpointEvery time.Duration
-	// FS is where the store writes every file that is not the log (index
-	// files, checkpoint, quarantine); nil = the operating system. Tests
-	// pass an fsx.Faulty to fail the Nth write, fsync or rename.
-	FS fsx.FS
+	// MaxOpenFiles bounds the index files kept open (default
+	// DefaultMaxOpenFiles; at least 2): every (topic, queue) has one, opened
+	// when used and closed, least recently used first, to stay within the
+	// budget. Each log segment keeps one more descriptor for reads.
+	MaxOpenFiles int
 	// Now is the clock for StoredAt and MaxAge (nil = time.Now).
 	Now func() time.Time
 	// Logger receives recovery, retention, failures and rejected requests
@@ -108,6 +114,14 @@ type Options struct {
 	// the appending goroutine just before Append returns, so it may append
 	// again; it should not block for long.
 	OnAppend func(topic string, queueID int, next int64)
+
+	// fs is where the store writes every file that is not the log (index
+	// files, checkpoint, quarantine); nil = the operating system. Tests set
+	// it (export_test.go) to a fault layer.
+	fs fsx.FS
+	// afterFixedRead runs after a read verified the tail or repaired an
+	// index entry, before it tries again (tests append there).
+	afterFixedRead func()
 }
 
 func (o Options) withDefaults() Options {
@@ -129,8 +143,12 @@ func (o Options) withDefaults() Options {
 	if o.CheckpointEvery <= 0 {
 		o.CheckpointEvery = DefaultCheckpointEvery
 	}
-	if o.FS == nil {
-		o.FS = fsx.OS
+	if o.MaxOpenFiles <= 0 {
+		o.MaxOpenFiles = DefaultMaxOpenFiles
+	}
+	o.MaxOpenFiles = max(o.MaxOpenFiles, 2)
+	if o.fs == nil {
+		o.fs = fsx.OS
 	}
 	if o.Now == nil {
 		o.Now = time.Now

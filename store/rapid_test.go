@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/brokercore/brokercore/internal/fsx"
+	"github.com/brokercore/brokercore/internal/fsx/fsxtest"
 )
 
 // damageDerived deletes, truncates, zeroes part of or flips a bit of one
@@ -119,9 +119,9 @@ func TestLogMatchesModelUnderAppendsReopensAndCrashes(t *testing.T) {
 			SegmentSize: rapid.IntRange(200, 2000).Draw(rt, "segment"),
 			MaxBytes:    rapid.SampledFrom([]int64{0, 1500, 4000}).Draw(rt, "max bytes"),
 			RetainEvery: -1, // only the "retain" action drops segments
-			FS:          &fsx.Faulty{},
+			fs:          &fsxtest.Faulty{},
 		}
-		faulty := o.FS.(*fsx.Faulty)
+		faulty := o.fs.(*fsxtest.Faulty)
 		s, err := Open(dir, o)
 		require.NoError(rt, err)
 		defer func() { s.Close() }()
@@ -207,8 +207,8 @@ func TestLogMatchesModelUnderAppendsReopensAndCrashes(t *testing.T) {
 				acked(rt, batch)
 			},
 			"fail the Nth write": func(rt *rapid.T) {
-				op := rapid.SampledFrom([]fsx.Op{fsx.OpOpen, fsx.OpWrite, fsx.OpSync, fsx.OpRename}).Draw(rt, "op")
-				faulty.Fail(op, rapid.IntRange(1, 4).Draw(rt, "nth"), fsx.ENOSPC)
+				op := rapid.SampledFrom([]fsxtest.Op{fsxtest.OpOpen, fsxtest.OpWrite, fsxtest.OpSync, fsxtest.OpRename}).Draw(rt, "op")
+				faulty.Fail(op, rapid.IntRange(1, 4).Draw(rt, "nth"), fsxtest.ENOSPC)
 				var failed []*Message
 				for range rapid.IntRange(1, 12).Draw(rt, "appends") {
 					batch := newBatch(rt)
@@ -240,7 +240,7 @@ func TestLogMatchesModelUnderAppendsReopensAndCrashes(t *testing.T) {
 				for range rapid.IntRange(1, 3).Draw(rt, "damages") {
 					damageDerived(rt, dir, spare)
 					if rapid.Bool().Draw(rt, "failed open") {
-						faulty.Fail(fsx.OpWrite, rapid.IntRange(1, 3).Draw(rt, "nth"), fsx.ENOSPC)
+						faulty.Fail(fsxtest.OpWrite, rapid.IntRange(1, 3).Draw(rt, "nth"), fsxtest.ENOSPC)
 						if s2, err := Open(dir, o); err == nil {
 							s2.Close()
 						} else {

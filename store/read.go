@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -30,7 +31,7 @@ func (s *Store) Read(topic string, queueID int, offset int64, max int) ([]*Messa
 		// A retry reads what is verified: appends that came after the tail
 		// was verified for it must not send it round again.
 		out, res := s.read(topic, queueID, offset, max, attempt > 0)
-		if res.err == nil || attempt > 1 || (res.bad < 0 && !res.verify) {
+		if res.err == nil || attempt > maxReadAttempts || (res.bad < 0 && !res.verify) {
 			if res.err != nil {
 				s.log.Debug("store: read failed", "topic", topic, "queue", queueID, "offset", offset, "err", res.err)
 			}
@@ -41,25 +42,34 @@ func (s *Store) Read(topic string, queueID int, offset int64, max int) ([]*Messa
 			if q == nil || res.bad < 0 {
 				return nil
 			}
+			if res.damaged && s.judgeDamaged(res.entry, res.err, fmt.Sprintf("%s/%d offset %d", topic, queueID, res.bad)) {
+				return nil // the next try steps past it
+			}
 			return s.healQueue(q, res.bad)
 		}); err != nil {
 			return nil, err
 		}
-		testHookFixedRead()
+		if s.opts.afterFixedRead != nil {
+			s.opts.afterFixedRead()
+		}
 	}
 }
 
-// testHookFixedRead runs after a read verified the tail or repaired an
-// index entry, before it tries again (tests append there).
-var testHookFixedRead = func() {}
+// maxReadAttempts bounds the tries of one Read or ReadAt: each one after
+// the first follows a verification of the tail, a repaired index entry or
+// a record judged damaged (which the next try steps past).
+const maxReadAttempts = 64
 
 // readResult says why a read failed: an error, the index entry at fault
 // (bad, -1 if none) or that the records it would read must be verified
-// against the wal first (verify.go).
+// against the wal first (verify.go). With damaged the record entry names
+// did not decode: it is judged (judgeDamaged) before the index is healed.
 type readResult struct {
-	err    error
-	bad    int64
-	verify bool
+	err     error
+	bad     int64
+	verify  bool
+	damaged bool
+	entry   entry
 }
 
 // fixRead verifies the tail or repairs an index entry (heal) under the
@@ -78,67 +88,112 @@ func (s *Store) fixRead(res readResult, heal func() error) error {
 
 // read reads under the shared lock. Records not verified yet send the read
 // to verify the tail (verify.go); with verifiedOnly it reads the verified
-// ones among them instead, as long as there is one.
+// ones among them instead, as long as there is one. Holes, tombstones and
+// records judged damaged are stepped past: an empty answer means nothing
+// readable is left below MaxOffset.
 func (s *Store) read(topic string, queueID int, offset int64, max int, verifiedOnly bool) ([]*Message, readResult) {
 	rb := getReadBuf()
 	defer putReadBuf(rb)
+	for {
+		out, next, res := s.readOnce(rb, topic, queueID, offset, max, verifiedOnly)
+		if res.err != nil || len(out) > 0 || next <= offset {
+			return out, res
+		}
+		offset = next // everything read was skipped: go on
+	}
+}
+
+// readOnce reads one page from offset; next is the offset after the
+// entries it covered (skipped ones included).
+func (s *Store) readOnce(rb *readBuf, topic string, queueID int, offset int64, max int, verifiedOnly bool) ([]*Message, int64, readResult) {
 	s.mu.RLock()
 	if err := s.usable(); err != nil {
 		s.mu.RUnlock()
-		return nil, readResult{err: err, bad: -1}
+		return nil, offset, readResult{err: err, bad: -1}
 	}
 	s.stats.reads.Add(1)
 	q := s.queues[topic][queueID]
 	if q == nil {
 		s.mu.RUnlock()
 		if offset < 0 {
-			return nil, readResult{err: &OffsetError{Topic: topic, QueueID: queueID, Offset: offset, Min: 0}, bad: -1}
+			return nil, offset, readResult{err: &OffsetError{Topic: topic, QueueID: queueID, Offset: offset, Min: 0}, bad: -1}
 		}
-		return []*Message{}, readResult{bad: -1}
+		return []*Message{}, offset, readResult{bad: -1}
 	}
 	if offset < q.min {
 		qmin := q.min
 		s.mu.RUnlock()
-		return nil, readResult{err: &OffsetError{Topic: topic, QueueID: queueID, Offset: offset, Min: qmin}, bad: -1}
+		return nil, offset, readResult{err: &OffsetError{Topic: topic, QueueID: queueID, Offset: offset, Min: qmin}, bad: -1}
 	}
 	if offset >= q.visible {
 		s.mu.RUnlock()
-		return []*Message{}, readResult{bad: -1}
+		return []*Message{}, offset, readResult{bad: -1}
 	}
 	n := int(min(int64(min(max, MaxReadBatch)), q.visible-offset))
 	entries, scratch, at, err := q.idx.read(rb.entries[:0], rb.idx, offset, n)
 	rb.idx = scratch
 	if err != nil {
 		s.mu.RUnlock()
-		return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, at, err), bad: at}
+		return nil, offset, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, at, err), bad: at}
 	}
 	if entries[len(entries)-1].logOffset >= s.verified {
 		if !verifiedOnly || entries[0].logOffset >= s.verified {
 			s.mu.RUnlock()
-			return nil, readResult{err: errVerify, bad: -1, verify: true}
+			return nil, offset, readResult{err: errVerify, bad: -1, verify: true}
 		}
 		// A queue's entries run in log order: the verified ones are a prefix.
 		entries = entries[:sort.Search(len(entries), func(i int) bool { return entries[i].logOffset >= s.verified })]
 	}
-	rb.entries = entries
+	next := offset + int64(len(entries))
+	// Step past holes and records judged damaged; qoffs keeps the queue
+	// offset of each entry kept.
+	qoffs := rb.qoffs[:0]
+	k := 0
+	for i, e := range entries {
+		if e.isHole() {
+			continue
+		}
+		if _, bad := s.damaged[e.logOffset]; bad {
+			continue
+		}
+		entries[k] = e
+		qoffs = append(qoffs, offset+int64(i))
+		k++
+	}
+	entries = entries[:k]
+	rb.entries, rb.qoffs = entries, qoffs
+	if k == 0 {
+		s.mu.RUnlock()
+		return []*Message{}, next, readResult{bad: -1}
+	}
 	spans, err := s.planSpans(rb, entries)
 	s.mu.RUnlock() // the spans' segments stay open until read
 	if err != nil {
-		return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset, err), bad: -1}
+		return nil, offset, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset, err), bad: -1}
 	}
 	out, i, err := readSpans(rb, spans, entries, topic)
 	if err != nil {
-		return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, offset+int64(i), err), bad: offset + int64(i)}
+		res := readResult{err: fmt.Errorf("read %s/%d at %d: %w", topic, queueID, qoffs[i], err), bad: qoffs[i]}
+		res.damaged, res.entry = errors.Is(err, errUndecodable), entries[i]
+		return nil, offset, res
 	}
+	kept := out[:0]
 	for i, m := range out {
-		if m.Topic != topic || m.QueueID != queueID || m.QueueOffset != offset+int64(i) {
-			return nil, readResult{err: fmt.Errorf("read %s/%d at %d: %w: index points at %s/%d offset %d",
-				topic, queueID, offset+int64(i), ErrCorrupt, m.Topic, m.QueueID, m.QueueOffset), bad: offset + int64(i)}
+		if m == nil {
+			continue // a tombstone
 		}
+		if m.Topic != topic || m.QueueID != queueID || m.QueueOffset != qoffs[i] {
+			return nil, offset, readResult{err: fmt.Errorf("read %s/%d at %d: %w: index points at %s/%d offset %d",
+				topic, queueID, qoffs[i], ErrCorrupt, m.Topic, m.QueueID, m.QueueOffset), bad: qoffs[i]}
+		}
+		kept = append(kept, m)
 	}
-	s.stats.readMsgs.Add(uint64(len(out)))
-	return out, readResult{bad: -1}
+	s.stats.readMsgs.Add(uint64(len(kept)))
+	return kept, next, readResult{bad: -1}
 }
+
+// errUndecodable marks a record readSpans could read but not decode.
+var errUndecodable = errors.New("record does not decode")
 
 // ReadAt returns the message at a log offset. A log offset that was never
 // written (or not yet made visible) is ErrInvalid; one dropped by retention
@@ -152,7 +207,12 @@ func (s *Store) ReadAt(logOffset int64) (*Message, error) {
 			}
 			return m, res.err
 		}
-		if err := s.fixRead(res, func() error { return s.healLog(logOffset) }); err != nil {
+		if err := s.fixRead(res, func() error {
+			if res.damaged && s.judgeDamaged(res.entry, res.err, "") {
+				return nil // the next try answers it is damaged
+			}
+			return s.healLog(logOffset)
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -189,6 +249,11 @@ func (s *Store) readAt(logOffset int64) (*Message, readResult) {
 		s.mu.RUnlock()
 		return nil, readResult{err: fmt.Errorf("read log offset %d: %w", logOffset, err), bad: logOffset}
 	}
+	if _, bad := s.damaged[logOffset]; bad {
+		err := errDamaged(s.segs[max(s.segmentOf(logOffset), 0)].path, e)
+		s.mu.RUnlock()
+		return nil, readResult{err: err, bad: -1}
+	}
 	entries := append(rb.entries[:0], e)
 	rb.entries = entries
 	spans, err := s.planSpans(rb, entries)
@@ -198,7 +263,11 @@ func (s *Store) readAt(logOffset int64) (*Message, readResult) {
 	}
 	out, _, err := readSpans(rb, spans, entries, "")
 	if err != nil {
-		return nil, readResult{err: fmt.Errorf("read log offset %d: %w", logOffset, err), bad: logOffset}
+		return nil, readResult{err: fmt.Errorf("read log offset %d: %w", logOffset, err), bad: logOffset,
+			damaged: errors.Is(err, errUndecodable), entry: e}
+	}
+	if out[0] == nil {
+		return nil, readResult{err: fmt.Errorf("%w: log offset %d was lost (its record is a tombstone)", ErrCorrupt, logOffset), bad: -1}
 	}
 	s.stats.readMsgs.Add(1)
 	return out[0], readResult{bad: -1}
@@ -241,6 +310,7 @@ type readBuf struct {
 	spans   []span
 	recs    []byte
 	bodies  [][]byte // ownBodies' list of the bodies it copies
+	qoffs   []int64  // the queue offset of each entry read
 }
 
 // maxPooledRecs bounds the record buffer a pooled readBuf keeps.
@@ -339,8 +409,13 @@ func readSpans(rb *readBuf, spans []span, entries []entry, topic string) ([]*Mes
 			e := &entries[j]
 			at := sp.at + e.pos - sp.from
 			m := &ms[j]
-			if _, err := decodeRecordTo(m, recs[at:at+int64(e.size):at+int64(e.size)], topic); err != nil {
-				return nil, j, fmt.Errorf("segment %s position %d: %w", sp.sg.path, e.pos, err)
+			rec := recs[at : at+int64(e.size) : at+int64(e.size)]
+			if _, err := decodeRecordTo(m, rec, topic); err != nil {
+				return nil, j, fmt.Errorf("segment %s position %d: %w (%w)", sp.sg.path, e.pos, err, errUndecodable)
+			}
+			if isTombstone(rec) {
+				*m = Message{}
+				continue // out[j] stays nil: never returned as data
 			}
 			if m.LogOffset != e.logOffset {
 				return nil, j, fmt.Errorf("%w: segment %s position %d holds log offset %d, index says %d",

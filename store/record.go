@@ -13,7 +13,8 @@ import (
 // Record layout (one tidwall/wal entry per record):
 //
 //	[0]    version (recordVersion)
-//	[1]    flags (flagBatchEnd: the last record of its Append batch)
+//	[1]    flags (flagBatchEnd: the last record of its Append batch;
+//	       flagLost: a tombstone, see below)
 //	[2:6]  CRC-32C (Castagnoli), little endian, over bytes [0:2] and [6:]
 //	[6:]   uvarint LogOffset, uvarint QueueOffset,
 //	       varint StoredAt seconds, uvarint StoredAt nanoseconds,
@@ -25,11 +26,23 @@ import (
 //
 // Strings and bytes are a uvarint length followed by the bytes. A record
 // must be consumed exactly: trailing bytes are corruption too.
+//
+// A tombstone (flagLost) holds the offsets of a record that was lost: Open
+// writes one for every offset the checkpoint recorded as issued that the
+// log no longer has (so no offset is ever handed out twice), and Repair
+// replaces a damaged record with one (with an empty Topic: the damaged
+// record's queue is unknown). Readers skip tombstones; they are never
+// returned as data.
 const (
 	recordVersion byte = 1
 	flagBatchEnd  byte = 1 << 0
+	flagLost      byte = 1 << 1
+	knownFlags         = flagBatchEnd | flagLost
 	recordHeader       = 6
 )
+
+// isTombstone reports whether an intact record is a tombstone.
+func isTombstone(rec []byte) bool { return len(rec) > 1 && rec[1]&flagLost != 0 }
 
 // recordCRC is the checksum of a whole encoded record, skipping the CRC
 // field itself.
@@ -52,11 +65,16 @@ func metaSize(m *Message) int {
 
 // appendRecord encodes m (with its assigned fields already set) to dst.
 func appendRecord(dst []byte, m *Message, batchEnd bool) []byte {
-	start := len(dst)
 	var flags byte
 	if batchEnd {
 		flags |= flagBatchEnd
 	}
+	return appendRecordFlags(dst, m, flags)
+}
+
+// appendRecordFlags encodes m with the given flags.
+func appendRecordFlags(dst []byte, m *Message, flags byte) []byte {
+	start := len(dst)
 	dst = append(dst, recordVersion, flags, 0, 0, 0, 0)
 	dst = binary.AppendUvarint(dst, uint64(m.LogOffset))
 	dst = binary.AppendUvarint(dst, uint64(m.QueueOffset))
@@ -119,7 +137,7 @@ func decodeRecordTo(m *Message, rec []byte, topic string) (batchEnd bool, err er
 	if rec[0] != recordVersion {
 		return false, fmt.Errorf("%w: unknown record version %d", ErrCorrupt, rec[0])
 	}
-	if rec[1]&^flagBatchEnd != 0 {
+	if rec[1]&^knownFlags != 0 {
 		return false, fmt.Errorf("%w: unknown record flags %#x", ErrCorrupt, rec[1])
 	}
 	if want, got := binary.LittleEndian.Uint32(rec[2:]), recordCRC(rec); want != got {

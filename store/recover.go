@@ -89,7 +89,7 @@ func intactAfter(data []byte, from int64, min int64) (last int64, found bool) {
 			continue
 		}
 		rec := data[p+k : p+k+int(n)]
-		if rec[0] != recordVersion || rec[1]&^flagBatchEnd != 0 {
+		if rec[0] != recordVersion || rec[1]&^knownFlags != 0 {
 			continue
 		}
 		if _, err := decodeRecordTo(&m, rec, ""); err != nil || m.LogOffset < min {
@@ -99,6 +99,34 @@ func intactAfter(data []byte, from int64, min int64) (last int64, found bool) {
 		return items[len(items)-1].logOffset, true
 	}
 	return 0, false
+}
+
+// framedDamage reports whether the bad wal entry at byte at of a segment
+// (which should hold log offset want) is a damaged record inside intact
+// framing: its length prefix parses and the next entry is an intact record
+// of log offset want+1, or it ends the segment and the next segment starts
+// at want+1 (nextFirst, the next segment's first log offset; -1 for the
+// last segment, whose last record is a torn tail instead). end is just past
+// the entry.
+func framedDamage(data []byte, at int64, want int64, nextFirst int64) (end int64, ok bool) {
+	n, k := binary.Uvarint(data[at:])
+	if k <= 0 || n > uint64(int64(len(data))-at-int64(k)) {
+		return 0, false
+	}
+	end = at + int64(k) + int64(n)
+	if end == int64(len(data)) {
+		return end, nextFirst == want+1
+	}
+	n2, k2 := binary.Uvarint(data[end:])
+	if k2 <= 0 || n2 > uint64(int64(len(data))-end-int64(k2)) {
+		return 0, false
+	}
+	var m Message
+	rec := data[end+int64(k2) : end+int64(k2)+int64(n2)]
+	if _, err := decodeRecordTo(&m, rec, ""); err != nil || m.LogOffset != want+1 {
+		return 0, false
+	}
+	return end, true
 }
 
 // segEnd is what proveEnd learned about a closed segment's last record.
@@ -134,7 +162,12 @@ func proveEnd(sg *segment, next uint64, readEntry func(int64) (entry, error)) (s
 	}
 	items, bad, why := scanSegment(data, first)
 	if bad < int64(len(data)) {
-		return segEnd{}, &CorruptError{Segment: sg.path, Position: bad, From: first + int64(len(items)), To: -1, Reason: why}
+		want := first + int64(len(items))
+		if end, ok := framedDamage(data, bad, want, int64(next)-1); ok {
+			return segEnd{}, &CorruptError{Segment: sg.path, Position: bad, From: want, To: -1,
+				Reason: why + " (the framing around it is intact: Repair replaces only this record)", kind: damageRecord, recEnd: end}
+		}
+		return segEnd{}, &CorruptError{Segment: sg.path, Position: bad, From: want, To: -1, Reason: why}
 	}
 	if got := first + int64(len(items)); got != last+1 {
 		if got < last+1 {
@@ -231,6 +264,10 @@ func inspectLog(walDir string, segs []*segment, facts logFacts, readEntry func(i
 	logEnd := first + int64(len(items))
 	if bad < int64(len(data)) {
 		if lastOK, found := intactAfter(data, bad, logEnd); found {
+			if end, ok := framedDamage(data, bad, logEnd, -1); ok {
+				return nil, &CorruptError{Segment: tail.path, Position: bad, From: logEnd, To: lastOK + 1,
+					Reason: why + " (the framing around it is intact: Repair replaces only this record)", kind: damageRecord, recEnd: end}
+			}
 			return nil, &CorruptError{Segment: tail.path, Position: bad, From: logEnd, To: lastOK + 1,
 				Reason: fmt.Sprintf("%s, and intact records follow (up to log offset %d)", why, lastOK)}
 		}

@@ -66,12 +66,18 @@ func TestOpenCutsARecordCutShortAndItsWholeBatch(t *testing.T) {
 	defer s.Close()
 	assert.Equal(t, []string{"a", "b", "c"}, readAll(t, s, "t", 0))
 	assert.Empty(t, readAll(t, s, "t", 1))
-	assert.Equal(t, int64(3), s.MaxOffset("t", 0))
 	assert.Contains(t, logs.String(), "entries=3", "d, e and the torn f")
+	// d, e and f were durable (Close): their offsets were handed out and
+	// are never handed out again; the loss is reported.
+	assert.Equal(t, int64(5), s.MaxOffset("t", 0))
+	assert.Equal(t, int64(1), s.MaxOffset("t", 1))
+	assert.Equal(t, uint64(3), s.Stats().LostRecords)
+	assert.Contains(t, logs.String(), "level=ERROR")
 	m := msg("t", 0, "d2")
 	require.NoError(t, s.Append(m))
-	assert.Equal(t, int64(3), m.QueueOffset, "offsets stay dense")
-	assert.Equal(t, int64(3), m.LogOffset)
+	assert.Equal(t, int64(5), m.QueueOffset, "no queue offset handed out twice")
+	assert.Equal(t, int64(6), m.LogOffset, "no log offset handed out twice")
+	assert.Equal(t, []string{"a", "b", "c", "d2"}, readAll(t, s, "t", 0))
 }
 
 func TestOpenCutsABadChecksumInTheLastRecord(t *testing.T) {
@@ -144,7 +150,8 @@ func TestAPartialBatchSpanningSegmentsIsCutWhole(t *testing.T) {
 	assert.Equal(t, []string{"first"}, readAll(t, s, "t", 0))
 	m := msg("t", 0, "next")
 	require.NoError(t, s.Append(m))
-	assert.Equal(t, int64(1), m.QueueOffset)
+	assert.Equal(t, int64(9), m.QueueOffset, "the cut batch's offsets are never handed out again")
+	assert.Equal(t, int64(9), m.LogOffset)
 }
 
 func TestReopenReplaysOnlyTheLogPastTheCheckpoint(t *testing.T) {
@@ -275,13 +282,19 @@ func TestBadRecordWithIntactOnesAfterIsCorruptionEvenPastTheCheckpoint(t *testin
 	_, err = Open(dir, Options{})
 	require.ErrorIs(t, err, ErrCorrupt)
 	assert.Contains(t, err.Error(), "log offsets 7 to 8")
+	assert.Contains(t, err.Error(), "Repair replaces only this record", "the framing is intact")
 	rep, err := Repair(dir, RepairOptions{})
 	require.NoError(t, err)
 	require.Len(t, rep.Cuts, 1)
-	assert.Equal(t, []LostRecord{{LogOffset: 8, Topic: "t", QueueID: 0, QueueOffset: 7}}, rep.Cuts[0].Records)
+	assert.Equal(t, int64(1), rep.Lost)
+	assert.Empty(t, rep.Cuts[0].Records, "h does not decode")
 	s = openT(t, dir, Options{})
 	defer s.Close()
-	assert.Equal(t, []string{"a", "b", "c", "d", "f", "g"}, readAll(t, s, "t", 0))
+	assert.Equal(t, []string{"a", "b", "c", "d", "f", "g", "i"}, readAll(t, s, "t", 0))
+	m := msg("t", 0, "j")
+	require.NoError(t, s.Append(m))
+	assert.Equal(t, int64(8), m.QueueOffset)
+	assert.Equal(t, int64(9), m.LogOffset)
 }
 
 // TestReplayAfterACrashIsBoundedByCheckpointBytes: without any segment

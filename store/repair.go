@@ -1,11 +1,13 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/brokercore/brokercore/internal/fsx"
@@ -15,9 +17,9 @@ import (
 type RepairOptions struct {
 	// Logger receives one line per cut (nil = discard).
 	Logger *slog.Logger
-	// FS is where the quarantine files and the checkpoint are written (nil =
-	// the operating system).
-	FS fsx.FS
+	// fs is where the quarantine files and the checkpoint are written (nil =
+	// the operating system); tests set it (export_test.go).
+	fs fsx.FS
 }
 
 // RepairReport says exactly what Repair removed from the log.
@@ -52,10 +54,15 @@ type LostRecord struct {
 }
 
 // Repair is the explicit way out of a log Open refuses with a
-// *CorruptError: it cuts the log at the corruption (a bad record followed
-// by intact ones, a segment cut short, a missing segment), keeps every byte
-// it cuts in a file under dir/quarantine, and reports exactly which log
-// offsets and records were lost. A torn tail is cut (and reported) too. The
+// *CorruptError: a damaged record whose framing is intact (its length
+// prefix, and an intact record of the next log offset after it) is
+// replaced by a tombstone of the same log offset, so exactly that record
+// is lost; where the framing itself is gone (a bad record followed by
+// intact ones, a segment cut short, a missing segment) it cuts the log
+// there. It keeps every byte it removes in a file under dir/quarantine and
+// reports exactly which log offsets and records were lost. The offsets lost
+// are never handed out again: the next Open writes tombstones up to what
+// the checkpoint recorded as issued. A torn tail is cut (and reported) too. The
 // index is rebuilt by the next Open. It takes the directory lock, so it
 // never runs beside an open Store; on a log Open accepts it changes
 // nothing but the torn tail.
@@ -63,8 +70,8 @@ func Repair(dir string, opts RepairOptions) (RepairReport, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.FS == nil {
-		opts.FS = fsx.OS
+	if opts.fs == nil {
+		opts.fs = fsx.OS
 	}
 	var rep RepairReport
 	lockF, err := lockDir(dir)
@@ -74,7 +81,7 @@ func Repair(dir string, opts RepairOptions) (RepairReport, error) {
 	defer lockF.Close()
 	walDir := filepath.Join(dir, "log")
 	for range 1 << 16 { // each round removes at least one segment's damage
-		ck, err := readCheckpoint(opts.FS, dir)
+		ck, err := readCheckpoint(opts.fs, dir)
 		if err != nil {
 			ck = nil // derived: the next Open rebuilds
 		}
@@ -99,7 +106,7 @@ func Repair(dir string, opts RepairOptions) (RepairReport, error) {
 		default:
 			return rep, err
 		}
-		cut, err := repairOne(dir, opts.FS, segs, ck, ce)
+		cut, err := repairOne(dir, opts.fs, segs, ck, ce)
 		if err != nil {
 			return rep, err
 		}
@@ -122,6 +129,10 @@ func repairOne(dir string, fsys fsx.FS, segs []*segment, ck *checkpoint, ce *Cor
 	}
 	c.indexValid = false
 	switch ce.kind {
+	case damageRecord:
+		if err := replaceRecord(dir, fsys, ce, &cut); err != nil {
+			return cut, err
+		}
 	case damageFront:
 		c.retained = segs[0].start // what was below is gone: the log starts here
 	case damageMissing:
@@ -131,7 +142,9 @@ func repairOne(dir string, fsys fsx.FS, segs []*segment, ck *checkpoint, ce *Cor
 		} else {
 			c.retained = 1
 		}
-		c.segment, c.durable = tail, min(c.durable, ce.From)
+		// The checkpoint keeps what it knew was durable: Open writes
+		// tombstones for the lost offsets, so none is handed out again.
+		c.segment = tail
 	default:
 		k := -1
 		for i, sg := range segs {
@@ -156,12 +169,31 @@ func repairOne(dir string, fsys fsx.FS, segs []*segment, ck *checkpoint, ce *Cor
 		if err := syncDir(filepath.Join(dir, "log")); err != nil {
 			return cut, err
 		}
-		c.segment, c.durable = min(c.segment, segs[k].start), min(c.durable, ce.From)
+		c.segment = min(c.segment, segs[k].start) // durable stays: see damageMissing
 	}
 	if cut.To < cut.From {
 		cut.To = cut.From
 	}
+	raiseFloors(&c, &cut)
 	return cut, writeCheckpoint(fsys, dir, &c)
+}
+
+// raiseFloors makes the checkpoint Repair writes know every offset the cut
+// records had, and count them durable, so the next Open writes tombstones
+// for them (lost.go) and never hands one out again.
+func raiseFloors(c *checkpoint, cut *RepairCut) {
+	c.next = max(c.next, cut.To)
+	c.durable = max(c.durable, cut.To)
+	for _, r := range cut.Records {
+		i := slices.IndexFunc(c.queues, func(q ckptQueue) bool { return q.topic == r.Topic && q.id == r.QueueID })
+		if i < 0 {
+			c.queues = append(c.queues, ckptQueue{topic: r.Topic, id: r.QueueID, min: r.QueueOffset, next: r.QueueOffset + 1, lastLog: r.LogOffset})
+			continue
+		}
+		if q := &c.queues[i]; r.QueueOffset >= q.next {
+			q.next, q.lastLog = r.QueueOffset+1, r.LogOffset
+		}
+	}
 }
 
 // quarantine writes the bytes of segs[0] from pos and of every later
@@ -177,11 +209,9 @@ func quarantine(dir string, fsys fsx.FS, segs []*segment, pos int64, cut *Repair
 		if i == 0 {
 			data = data[min(pos, int64(len(data))):]
 		}
-		frames, _ := parseFrames(data, 0)
-		for _, fr := range frames {
-			m, _, err := decodeRecord(data[fr.pos : fr.pos+int64(fr.size)])
-			if err != nil {
-				continue
+		for _, m := range intactRecords(data) {
+			if m.Topic == "" {
+				continue // a tombstone of no queue
 			}
 			cut.Records = append(cut.Records, LostRecord{LogOffset: m.LogOffset, Topic: m.Topic, QueueID: m.QueueID, QueueOffset: m.QueueOffset})
 			cut.To = max(cut.To, m.LogOffset+1)
@@ -192,11 +222,65 @@ func quarantine(dir string, fsys fsx.FS, segs []*segment, pos int64, cut *Repair
 	if len(all) == 0 {
 		return nil
 	}
+	return writeQuarantine(dir, fsys, segs[0].path, pos, all, cut)
+}
+
+// replaceRecord replaces the damaged wal entry [ce.Position, ce.recEnd) of
+// ce.Segment by a tombstone of log offset ce.From (of the same size when it
+// can), after quarantining the entry's bytes; the segment is rewritten
+// through a temporary file and a rename.
+func replaceRecord(dir string, fsys fsx.FS, ce *CorruptError, cut *RepairCut) error {
+	data, err := os.ReadFile(ce.Segment)
+	if err != nil {
+		return err
+	}
+	old := data[ce.Position:ce.recEnd]
+	frame := tombstoneFrame(old, ce.From)
+	if err := writeQuarantine(dir, fsys, ce.Segment, ce.Position, old, cut); err != nil {
+		return err
+	}
+	out := make([]byte, 0, len(data)-len(old)+len(frame))
+	out = append(append(append(out, data[:ce.Position]...), frame...), data[ce.recEnd:]...)
+	if err := fsx.WriteFile(nil, ce.Segment, out, 0o640); err != nil {
+		return fmt.Errorf("repair: rewrite %s: %w", ce.Segment, err)
+	}
+	cut.Bytes = int64(len(old))
+	cut.To = ce.From + 1
+	return nil
+}
+
+// tombstoneFrame is the wal entry of a tombstone of no queue for log offset
+// logOffset, padded to the length of old (the damaged entry it replaces)
+// when that is possible. The damaged record's batch-end flag is kept when
+// its flags byte is still a valid one.
+func tombstoneFrame(old []byte, logOffset int64) []byte {
+	flags := flagLost | flagBatchEnd
+	if n, k := binary.Uvarint(old); k > 0 && int(n) >= 2 && len(old) >= k+2 {
+		if f := old[k+1]; f&^knownFlags == 0 {
+			flags = flagLost | f&flagBatchEnd
+		}
+	}
+	m := &Message{LogOffset: logOffset}
+	rec := appendRecordFlags(nil, m, flags)
+	for pad := len(old) - len(rec); pad >= 0 && pad >= len(old)-len(rec)-12; pad-- {
+		m.Body = make([]byte, pad)
+		r := appendRecordFlags(nil, m, flags)
+		if uvarintLen(uint64(len(r)))+len(r) == len(old) {
+			rec = r
+			break
+		}
+	}
+	return append(binary.AppendUvarint(nil, uint64(len(rec))), rec...)
+}
+
+// writeQuarantine keeps bytes removed from segment at pos in a new file
+// under dir/quarantine.
+func writeQuarantine(dir string, fsys fsx.FS, segment string, pos int64, b []byte, cut *RepairCut) error {
 	qdir := filepath.Join(dir, "quarantine")
 	if err := fsys.MkdirAll(qdir, 0o750); err != nil {
 		return err
 	}
-	base := filepath.Join(qdir, filepath.Base(segs[0].path)+"-"+strconv.FormatInt(pos, 10))
+	base := filepath.Join(qdir, filepath.Base(segment)+"-"+strconv.FormatInt(pos, 10))
 	path := base + ".bad"
 	for n := 1; ; n++ {
 		if _, err := os.Stat(path); os.IsNotExist(err) {
@@ -204,9 +288,31 @@ func quarantine(dir string, fsys fsx.FS, segs []*segment, pos int64, cut *Repair
 		}
 		path = base + "." + strconv.Itoa(n) + ".bad"
 	}
-	if err := fsx.WriteFile(fsys, path, all, 0o640); err != nil {
+	if err := fsx.WriteFile(fsys, path, b, 0o640); err != nil {
 		return fmt.Errorf("repair: write quarantine: %w", err)
 	}
 	cut.Quarantine = path
 	return nil
+}
+
+// intactRecords finds the intact records in data: wal entries from byte 0,
+// and where the framing is gone, from wherever an intact record starts
+// (byte by byte), so every record Repair cuts is reported.
+func intactRecords(data []byte) []*Message {
+	var out []*Message
+	for p := 0; p < len(data); {
+		n, k := binary.Uvarint(data[p:])
+		if k > 0 && n >= recordHeader && n <= uint64(len(data)-p-k) {
+			rec := data[p+k : p+k+int(n)]
+			if rec[0] == recordVersion && rec[1]&^knownFlags == 0 {
+				if m, _, err := decodeRecord(rec); err == nil {
+					out = append(out, m)
+					p += k + int(n)
+					continue
+				}
+			}
+		}
+		p++
+	}
+	return out
 }

@@ -106,8 +106,8 @@ func (s *Store) dropSegments(n int) (int, []trim, error) {
 // trimIndex frees the disk space of index entries below n (best effort: a
 // failure only costs disk space, so it is logged, not fatal).
 func (s *Store) trimIndex(x *indexFile, n int64) {
-	if err := punchHole(x.f, n*entrySize); err != nil {
-		s.log.Warn("store: could not free retained index space", "file", x.f.Name(), "err", err)
+	if err := x.punch(n * entrySize); err != nil {
+		s.log.Warn("store: could not free retained index space", "file", x.Name(), "err", err)
 	}
 }
 

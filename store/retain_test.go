@@ -180,7 +180,7 @@ func TestRetentionFreesIndexSpaceButKeepsOffsets(t *testing.T) {
 	s.mu.Lock()
 	q := s.queues["t"][0]
 	require.NoError(t, q.idx.flush())
-	cq := q.idx.f.Name()
+	cq := q.idx.Name()
 	s.mu.Unlock()
 	before := allocatedBytes(cq)
 	_, err := s.Retain()

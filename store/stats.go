@@ -17,18 +17,30 @@ type Stats struct {
 	Retained      uint64 `json:"retained"`       // segments dropped by retention
 	IndexRepairs  uint64 `json:"index_repairs"`  // damaged index entries rebuilt from the log at Read
 	IndexRebuilds uint64 `json:"index_rebuilds"` // whole index rebuilt from the log at Open
-	RecoveryCut   int64  `json:"recovery_cut"`   // bytes cut from the tail by the last Open
-	Replayed      int64  `json:"replayed"`       // records the last Open re-indexed from the log
-	Segments      int    `json:"segments"`
-	Queues        int    `json:"queues"`
-	LogMin        int64  `json:"log_min"`  // oldest log offset
-	LogNext       int64  `json:"log_next"` // next log offset
-	Failed        bool   `json:"failed"`
+	// CorruptRecords counts damaged records readers met and stepped past
+	// (each once): they are never returned as data.
+	CorruptRecords uint64 `json:"corrupt_records"`
+	// LostRecords counts the offsets Open found lost (records the checkpoint
+	// recorded as durable missing from the log) and wrote tombstones for,
+	// so that no offset is handed out twice.
+	LostRecords uint64 `json:"lost_records"`
+	RecoveryCut int64  `json:"recovery_cut"` // bytes cut from the tail by the last Open
+	Replayed    int64  `json:"replayed"`     // records the last Open re-indexed from the log
+	Segments    int    `json:"segments"`
+	Queues      int    `json:"queues"`
+	// IndexFilesOpen is how many index files are open now (at most
+	// Options.MaxOpenFiles, whatever Queues is); IndexFileOpens how many
+	// times one was opened.
+	IndexFilesOpen int    `json:"index_files_open"`
+	IndexFileOpens uint64 `json:"index_file_opens"`
+	LogMin         int64  `json:"log_min"`  // oldest log offset
+	LogNext        int64  `json:"log_next"` // next log offset
+	Failed         bool   `json:"failed"`
 }
 
 type counters struct {
 	appends, messages, bytes, rejected, syncs, synced, reads, readMsgs atomic.Uint64
-	ckpts, retained, indexRepairs, rebuilds                            atomic.Uint64
+	ckpts, retained, indexRepairs, rebuilds, corrupt, lost             atomic.Uint64
 	cutBytes, replayed                                                 atomic.Int64
 }
 
@@ -36,25 +48,30 @@ type counters struct {
 func (s *Store) Stats() Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	open, opens := s.files.stats()
 	return Stats{
-		Appends:       s.stats.appends.Load(),
-		Messages:      s.stats.messages.Load(),
-		AppendedBytes: s.stats.bytes.Load(),
-		Rejected:      s.stats.rejected.Load(),
-		Syncs:         s.stats.syncs.Load(),
-		SyncedRecords: s.stats.synced.Load(),
-		Reads:         s.stats.reads.Load(),
-		ReadMessages:  s.stats.readMsgs.Load(),
-		Checkpoints:   s.stats.ckpts.Load(),
-		Retained:      s.stats.retained.Load(),
-		IndexRepairs:  s.stats.indexRepairs.Load(),
-		IndexRebuilds: s.stats.rebuilds.Load(),
-		RecoveryCut:   s.stats.cutBytes.Load(),
-		Replayed:      s.stats.replayed.Load(),
-		Segments:      len(s.segs),
-		Queues:        s.nq,
-		LogMin:        s.logMin,
-		LogNext:       s.written,
-		Failed:        s.failErr != nil,
+		IndexFilesOpen: open,
+		IndexFileOpens: opens,
+		Appends:        s.stats.appends.Load(),
+		Messages:       s.stats.messages.Load(),
+		AppendedBytes:  s.stats.bytes.Load(),
+		Rejected:       s.stats.rejected.Load(),
+		Syncs:          s.stats.syncs.Load(),
+		SyncedRecords:  s.stats.synced.Load(),
+		Reads:          s.stats.reads.Load(),
+		ReadMessages:   s.stats.readMsgs.Load(),
+		Checkpoints:    s.stats.ckpts.Load(),
+		Retained:       s.stats.retained.Load(),
+		IndexRepairs:   s.stats.indexRepairs.Load(),
+		IndexRebuilds:  s.stats.rebuilds.Load(),
+		CorruptRecords: s.stats.corrupt.Load(),
+		LostRecords:    s.stats.lost.Load(),
+		RecoveryCut:    s.stats.cutBytes.Load(),
+		Replayed:       s.stats.replayed.Load(),
+		Segments:       len(s.segs),
+		Queues:         s.nq,
+		LogMin:         s.logMin,
+		LogNext:        s.walWritten, // what the wal holds: a failed round never counts
+		Failed:         s.failErr != nil,
 	}
 }

@@ -29,7 +29,8 @@ type Store struct {
 	walDir string
 	opts   Options
 	log    *slog.Logger
-	fs     fsx.FS // every file the store writes that is not the log
+	fs     fsx.FS     // every file the store writes that is not the log
+	files  *fileCache // the open index files (at most Options.MaxOpenFiles)
 	wal    *wal.Log
 	lockF  *os.File
 
@@ -42,25 +43,41 @@ type Store struct {
 	filesClosed bool
 	failErr     error
 
-	queues map[string]map[int]*queue
-	nq     int
-	segs   []*segment // in order; the last one is being written
-	lidx   *indexFile // log offset -> entry, for ReadAt
-	dirty  []*indexFile
+	queues     map[string]map[int]*queue
+	nq         int
+	segs       []*segment // in order; the last one is being written
+	lidx       *indexFile // log offset -> entry, for ReadAt
+	dirty      []*indexFile
+	jr         *journal // the index journal (journal.go)
+	oldJournal *journal // the generation before a compaction, until a checkpoint names the new one
+	jgen       uint64   // the newest journal generation used
 
-	tailStart  uint64 // first wal index of the segment being written
-	tailSize   int64  // its bytes, as the store placed them (verified against the file)
-	lastFrame  frameCheck
+	tailStart uint64 // first wal index of the segment being written
+	tailSize  int64  // its bytes, as the store placed them (verified against the file)
+	lastFrame frameCheck
+	// What is in the wal (verify.go checks it): the log offsets below
+	// walWritten, the tail's size and its last record. Under SyncGroup the
+	// records of a group-commit round wait in pend (with the segment rolls
+	// they cause) and the leader writes them in one WriteBatch; otherwise
+	// each Append writes its own.
+	walWritten int64
+	walTail    int64
+	walFrame   frameCheck
+	pend       wal.Batch
+	pendRolls  []roll
+	pendBytes  int64
+	spare      wal.Batch
 	written    int64 // next log offset to assign (and to reach the wal)
 	verified   int64 // log offsets below it are where the store's positions say (verify.go)
 	durable    int64 // log offsets below it are fsynced
 	logMin     int64 // oldest log offset still in a segment
 	retained   uint64
 	lastStored time.Time
-	dirDirty   bool  // a segment was created since the last directory fsync
-	ckptDue    bool  // a segment rolled, or ckptBytes were appended: write a checkpoint
-	ckptAt     int64 // tailSize-independent count of bytes appended at the last checkpoint
-	appended   int64 // bytes appended since Open
+	dirDirty   bool               // a segment was created since the last directory fsync
+	ckptDue    bool               // a segment rolled, or ckptBytes were appended: write a checkpoint
+	ckptAt     int64              // tailSize-independent count of bytes appended at the last checkpoint
+	appended   int64              // bytes appended since Open
+	damaged    map[int64]struct{} // log offsets of records judged damaged (lost.go); reads skip them
 	pending    []pendingVis
 	waiters    []waiter      // SyncGroup appends waiting for their fsync, in log order
 	syncing    bool          // SyncGroup: a leader is fsyncing
@@ -122,7 +139,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		walDir:   filepath.Join(dir, "log"),
 		opts:     opts,
 		log:      opts.Logger,
-		fs:       opts.FS,
+		fs:       opts.fs,
+		files:    newFileCache(opts.fs, opts.MaxOpenFiles),
 		queues:   map[string]map[int]*queue{},
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -245,6 +263,7 @@ func (s *Store) open() error {
 		return err
 	}
 	s.durable, s.verified = s.written, s.written
+	s.walWritten, s.walTail = s.written, s.tailSize // all of it is in the wal
 	if err := s.loadIndex(ck, ins.cut.bytes); err != nil {
 		return err
 	}
@@ -255,6 +274,7 @@ func (s *Store) open() error {
 		}
 		s.lastFrame = frameCheck{pos: e.pos, size: e.size}
 	}
+	s.walFrame = s.lastFrame
 	return nil
 }
 
@@ -344,15 +364,9 @@ func (s *Store) Close() error {
 
 // closeIndex closes and forgets the index files (before a rebuild).
 func (s *Store) closeIndex() {
-	if s.lidx != nil {
-		s.lidx.f.Close()
-		s.lidx = nil
-	}
-	for _, qs := range s.queues {
-		for _, q := range qs {
-			q.idx.f.Close()
-		}
-	}
+	s.files.closeAll()
+	s.closeJournal()
+	s.lidx = nil
 	s.queues = map[string]map[int]*queue{}
 	s.nq = 0
 	s.dirty = nil

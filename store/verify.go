@@ -32,14 +32,14 @@ var errVerify = errors.New("store: records not verified yet")
 // placed its records and that the last one is framed where the store says.
 // Callers hold mu exclusively.
 func (s *Store) verifyTail() error {
-	if s.verified >= s.written {
+	if s.verified >= s.walWritten {
 		return nil
 	}
 	tail := s.segs[len(s.segs)-1]
-	if err := s.verifySize(tail, s.tailSize); err != nil {
+	if err := s.verifySize(tail, s.walTail); err != nil {
 		return s.fail(err)
 	}
-	if lf := s.lastFrame; lf.size > 0 {
+	if lf := s.walFrame; lf.size > 0 {
 		hdr := int64(uvarintLen(uint64(lf.size)))
 		buf := make([]byte, hdr+recordHeader)
 		if _, err := tail.f.ReadAt(buf, lf.pos-hdr); err != nil {
@@ -50,7 +50,7 @@ func (s *Store) verifyTail() error {
 			return s.fail(fmt.Errorf("wal diverged from the store: segment %s position %d does not hold the record the store placed there", tail.path, lf.pos))
 		}
 	}
-	s.verified = s.written
+	s.verified = s.walWritten
 	return nil
 }
 

@@ -43,15 +43,14 @@ func TestReadsAtTheTailUnderConstantAppendsNeverFailToVerify(t *testing.T) {
 func TestReadAtTheTailAfterAppendsThatFollowEachVerificationSucceeds(t *testing.T) {
 	for _, mode := range []SyncPolicy{SyncNone, SyncInterval} {
 		t.Run(mode.String(), func(t *testing.T) {
-			s := openT(t, t.TempDir(), Options{Sync: mode})
-			defer s.Close()
-			require.NoError(t, s.Append(msg("t", 0, "a"), msg("t", 0, "b")))
+			var s *Store
 			fixes := 0
-			testHookFixedRead = func() {
+			s = openT(t, t.TempDir(), Options{Sync: mode, afterFixedRead: func() {
 				fixes++
 				require.NoError(t, s.Append(msg("t", 0, "late")))
-			}
-			defer func() { testHookFixedRead = func() {} }()
+			}})
+			defer s.Close()
+			require.NoError(t, s.Append(msg("t", 0, "a"), msg("t", 0, "b")))
 			got, err := s.Read("t", 0, 0, MaxReadBatch)
 			require.NoError(t, err)
 			require.Equal(t, 1, fixes, "one verification, then the verified records are read")

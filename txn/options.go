@@ -75,8 +75,9 @@ type Options struct {
 	// Logger receives resolutions, refusals, checks and recovery (nil =
 	// discard).
 	Logger *slog.Logger
-	// FS is the file system of the progress file (nil = the OS's).
-	FS fsx.FS
+	// fs is the file system of the progress file (nil = the OS's); tests
+	// set a fault layer through export_test.go, hosts never see it.
+	fs fsx.FS
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -107,8 +108,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.FS == nil {
-		o.FS = fsx.OS
+	if o.fs == nil {
+		o.fs = fsx.OS
 	}
 	return o, nil
 }

@@ -70,7 +70,7 @@ func (m *Manager) startFrom() (half, op int64) {
 	if m.opts.ProgressPath == "" {
 		return half, op
 	}
-	b, err := fsx.ReadFile(m.opts.FS, m.opts.ProgressPath)
+	b, err := fsx.ReadFile(m.opts.fs, m.opts.ProgressPath)
 	if fsx.IsNotExist(err) {
 		return half, op
 	}
@@ -104,7 +104,7 @@ func (m *Manager) saveProgress() error {
 	if same {
 		return nil // nothing moved since the last write
 	}
-	if err := fsx.WriteFile(m.opts.FS, m.opts.ProgressPath, encodeProgress(p), 0o644); err != nil {
+	if err := fsx.WriteFile(m.opts.fs, m.opts.ProgressPath, encodeProgress(p), 0o644); err != nil {
 		m.lg.Error("progress not written", "path", m.opts.ProgressPath, "err", err)
 		return fmt.Errorf("txn: progress: %w", err)
 	}

@@ -1,8 +1,9 @@
 // Package fsx is the one seam through which brokercore writes files that are
 // not the log: atomic replacement (temp file, fsync, rename, fsync of the
 // directory), directory fsync, and an FS interface a test can swap for a
-// Faulty one that fails the Nth write, fsync or rename — so every file the
-// library writes can be put under fault injection the same way.
+// faulty one (fsxtest.Faulty, which fails the Nth write, fsync or rename) —
+// so every file the library writes can be put under fault injection the
+// same way.
 package fsx
 
 import (

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/brokercore/brokercore/consumer"
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/retrylisten"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
@@ -32,6 +33,12 @@ type Broker interface {
 	Scheduler() *schedule.Scheduler
 	Consumers() *consumer.Registry
 }
+
+// Bounds of one gRPC connection.
+const (
+	idleTimeout = 120 * time.Second
+	maxStreams  = 1024
+)
 
 // ErrClosed is returned by Serve and Listen after Close.
 var ErrClosed = errors.New("grpcapi: server closed")
@@ -100,6 +107,14 @@ func (s *Server) grpcServer(impl v2.MessagingServiceServer) *grpc.Server {
 		// connections still in it.
 		grpc.ConnectionTimeout(s.opts.HandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// The budgets grpc-go has: a connection with no stream for
+		// idleTimeout is closed (Apache's 120 s; a v5 client keeps its
+		// Telemetry stream open, so only dead ones go), a connection has at
+		// most maxStreams calls at once, and its write buffer is pooled
+		// while it has nothing to write.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout}),
+		grpc.MaxConcurrentStreams(maxStreams),
+		grpc.SharedWriteBuffer(true),
 		grpc.ChainUnaryInterceptor(s.metrics.unary),
 		grpc.ChainStreamInterceptor(s.metrics.streaming),
 	}, s.aclServerOptions()...)...)
@@ -171,7 +186,10 @@ func (s *Server) add(ln net.Listener) (*sniffListener, error) {
 		_ = ln.Close()
 		return nil, ErrClosed
 	}
-	sl := newSniffListener(ln, s.tls, s.opts.HandshakeTimeout, s.log)
+	// grpc.Server.Serve returns on the first accept error that is not a
+	// timeout (EMFILE included): retrylisten retries the temporary ones.
+	rl := retrylisten.New(ln, retrylisten.Options{Name: "grpc", Logger: s.log})
+	sl := newSniffListener(rl, s.tls, s.opts.HandshakeTimeout, s.log)
 	s.lns = append(s.lns, sl)
 	return sl, nil
 }

@@ -13,13 +13,10 @@ import (
 	"unicode"
 
 	"github.com/brokercore/brokercore/acl"
-	"github.com/brokercore/brokercore/consumer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
-
-type consumerEvent = consumer.Event
 
 func (s *Server) startHTTP() error {
 	ln, err := net.Listen("tcp", s.cfg.MetricsAddr)

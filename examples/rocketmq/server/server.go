@@ -24,7 +24,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/brokercore/brokercore"
@@ -33,7 +32,6 @@ import (
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
-	"github.com/brokercore/brokercore/lock"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -114,6 +112,7 @@ type Server struct {
 	http    *http.Server
 	httpLn  net.Listener
 	grpc    Service
+	unhook  []func()
 	wg      sync.WaitGroup
 	once    sync.Once
 	closeEr error
@@ -202,10 +201,7 @@ func (s *Server) open() (err error) {
 	if s.topics, err = broker.OpenTopics(filepath.Join(cfg.Dir, "topics.json"), cfg.QueueNums); err != nil {
 		return err
 	}
-	// The registry's and the lock table's events go to the broker, which
-	// exists only after the core: bind them late.
-	var late atomic.Pointer[broker.Broker]
-	if s.core, err = brokercore.Open(cfg.Dir, coreOptions(cfg, &late)); err != nil {
+	if s.core, err = brokercore.Open(cfg.Dir, coreOptions(cfg)); err != nil {
 		return err
 	}
 	if err := s.openMeta(); err != nil { // admin.go
@@ -214,7 +210,10 @@ func (s *Server) open() (err error) {
 	s.broker = broker.NewBroker(s.core, s.topics, broker.BrokerOptions{Addr: s.brAddr,
 		ResetNotifyDelay: cfg.ResetNotifyDelay, AsyncFlush: cfg.Flush == "async", Logger: cfg.Logger,
 		Groups: s.groups, TopicConfigs: s.topicConfigs})
-	late.Store(s.broker)
+	// The registry's and the lock table's events reach the broker through
+	// the core's hooks after Open; an offset reset wakes the remoting
+	// pulls through the core's Arrivals, which Open already wakes.
+	s.unhook = append(s.unhook, s.core.OnConsumerEvent(s.broker.OnConsumerEvent), s.core.OnLockEvent(s.broker.OnLockEvent))
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
 		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger, TopicConfig: s.routeConfig})
 	s.nsrv = transport.NewServer(s.guard(ns, "namesrv"), transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
@@ -222,9 +221,8 @@ func (s *Server) open() (err error) {
 	return nil
 }
 
-// coreOptions are brokercore.Open's options for cfg, with the registry's
-// and the lock table's events going to the broker once late holds it.
-func coreOptions(cfg Config, late *atomic.Pointer[broker.Broker]) brokercore.Options {
+// coreOptions are brokercore.Open's options for cfg.
+func coreOptions(cfg Config) brokercore.Options {
 	co := cfg.Core
 	co.Logger = cfg.Logger
 	if cfg.LockMaxLiveTime > 0 {
@@ -240,34 +238,6 @@ func coreOptions(cfg Config, late *atomic.Pointer[broker.Broker]) brokercore.Opt
 		// Expired leases are swept (and their group told) within a second:
 		// handover of an orderly queue follows the lease closely.
 		co.LockSweepEvery = time.Second
-	}
-	userCons, userLock := co.Consumer.OnEvent, co.Lock.OnEvent
-	co.Consumer.OnEvent = func(ev consumerEvent) {
-		if b := late.Load(); b != nil {
-			b.OnConsumerEvent(ev)
-		}
-		if userCons != nil {
-			userCons(ev)
-		}
-	}
-	co.Lock.OnEvent = func(ev lock.Event) {
-		if b := late.Load(); b != nil {
-			b.OnLockEvent(ev)
-		}
-		if userLock != nil {
-			userLock(ev)
-		}
-	}
-	// Every offset reset (the admin endpoint's, or any other) wakes the
-	// remoting pulls suspended on the queue; brokercore.Open wakes the pops.
-	userReset := co.Offset.OnReset
-	co.Offset.OnReset = func(group, topic string, queueID int, offset int64, epoch uint64) {
-		if b := late.Load(); b != nil {
-			b.WakeQueue(topic, queueID)
-		}
-		if userReset != nil {
-			userReset(group, topic, queueID, offset, epoch)
-		}
 	}
 	return co
 }
@@ -315,6 +285,9 @@ func (s *Server) Close() error {
 			errs = append(errs, s.bsrv.Close())
 		}
 		s.wg.Wait()
+		for _, remove := range s.unhook {
+			remove()
+		}
 		if s.broker != nil {
 			errs = append(errs, s.broker.Close())
 		}

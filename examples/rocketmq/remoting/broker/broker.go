@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
@@ -21,6 +22,10 @@ import (
 // *Broker satisfies it.
 type Core interface {
 	Store() *store.Store
+	// Arrivals wakes the long polls of pulls (brokercore.Broker.Arrivals).
+	Arrivals() *brokercore.Arrivals
+	// SendBack applies RocketMQ's send-back rules (brokercore.Broker.SendBack).
+	SendBack(m *store.Message, group string, delayLevel, maxReconsume int) (*store.Message, error)
 	Offsets() *offset.Manager
 	Scheduler() *schedule.Scheduler
 	Locks() *lock.Table
@@ -59,10 +64,6 @@ type Broker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	unsub  func()
-
-	waitMu  sync.Mutex
-	waiters map[qkey]chan struct{}
 
 	connMu sync.RWMutex
 	conns  map[string]*transport.Conn
@@ -77,11 +78,6 @@ type Broker struct {
 	}
 }
 
-type qkey struct {
-	topic string
-	queue int
-}
-
 // NewBroker returns the broker handler over core. Call Close to stop its
 // background work (it does not close core).
 func NewBroker(core Core, topics *Topics, opts BrokerOptions) *Broker {
@@ -89,16 +85,14 @@ func NewBroker(core Core, topics *Topics, opts BrokerOptions) *Broker {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{core: core, st: core.Store(), topics: topics, opts: opts,
 		log: opts.Logger.With("server", "broker"), storeHost: wire.HostBytes(opts.Addr),
-		ctx: ctx, cancel: cancel, waiters: map[qkey]chan struct{}{}, conns: map[string]*transport.Conn{},
+		ctx: ctx, cancel: cancel, conns: map[string]*transport.Conn{},
 		notifyPending: map[string]bool{}}
-	b.unsub = b.st.Subscribe(b.arrived)
 	return b
 }
 
 // Close stops the broker's background work and waits for it.
 func (b *Broker) Close() error {
 	b.cancel()
-	b.unsub()
 	b.wg.Wait()
 	return nil
 }
@@ -201,37 +195,6 @@ func (b *Broker) notifyLater(group string, d time.Duration) {
 			b.notifyGroup(group)
 		}
 	}()
-}
-
-// arrived is the store's arrival hook: it wakes the long polls of the queue.
-func (b *Broker) arrived(topic string, queueID int, _ int64) {
-	k := qkey{topic, queueID}
-	b.waitMu.Lock()
-	ch := b.waiters[k]
-	delete(b.waiters, k)
-	b.waitMu.Unlock()
-	if ch != nil {
-		close(ch)
-	}
-}
-
-// WakeQueue wakes the long polls of a queue, so they look at it again:
-// the server's offset.Options.OnReset calls it after every reset.
-func (b *Broker) WakeQueue(topic string, queueID int) { b.arrived(topic, queueID, 0) }
-
-// arrival returns a channel closed at the next arrival in the queue. Take
-// it before reading, so an arrival between the read and the wait is not
-// missed.
-func (b *Broker) arrival(topic string, queueID int) <-chan struct{} {
-	k := qkey{topic, queueID}
-	b.waitMu.Lock()
-	defer b.waitMu.Unlock()
-	ch := b.waiters[k]
-	if ch == nil {
-		ch = make(chan struct{})
-		b.waiters[k] = ch
-	}
-	return ch
 }
 
 // storeCode maps a store error to a response code.

@@ -308,9 +308,38 @@ func (b *Broker) decodeLock(req *wire.Command) (lockBody, []lock.Queue, *wire.Co
 	return lb, qs, nil
 }
 
-func (b *Broker) lockBatch(req *wire.Command) *wire.Command {
+// ownerElsewhere reports whether the group's consumer registry has client
+// registered (by its heartbeats) on connections other than c only: then c
+// may not lock or unlock in its name. A client id nobody registered is
+// taken at its word, as Apache's broker takes every one.
+func (b *Broker) ownerElsewhere(c *transport.Conn, group, client string) bool {
+	elsewhere := false
+	for _, cl := range b.core.Consumers().Clients(group) {
+		if cl.ClientID != client {
+			continue
+		}
+		if cl.ChannelID == c.ID() {
+			return false
+		}
+		elsewhere = true
+	}
+	return elsewhere
+}
+
+func (b *Broker) refuseSpoofed(c *transport.Conn, req *wire.Command, lb lockBody) *wire.Command {
+	if !b.ownerElsewhere(c, lb.ConsumerGroup, lb.ClientID) {
+		return nil
+	}
+	return wire.NewResponse(req, wire.NoPermission, "client "+lb.ClientID+" of group "+lb.ConsumerGroup+
+		" is registered on another connection: its queue locks are that connection's")
+}
+
+func (b *Broker) lockBatch(c *transport.Conn, req *wire.Command) *wire.Command {
 	lb, qs, bad := b.decodeLock(req)
 	if bad != nil {
+		return bad
+	}
+	if bad := b.refuseSpoofed(c, req, lb); bad != nil {
 		return bad
 	}
 	held := b.core.Locks().TryLockBatch(lb.ConsumerGroup, qs, lb.ClientID)
@@ -328,6 +357,9 @@ func (b *Broker) lockBatch(req *wire.Command) *wire.Command {
 func (b *Broker) unlockBatch(c *transport.Conn, req *wire.Command) *wire.Command {
 	lb, qs, bad := b.decodeLock(req)
 	if bad != nil {
+		return bad
+	}
+	if bad := b.refuseSpoofed(c, req, lb); bad != nil {
 		return bad
 	}
 	// The freed queues go to another member when this one's connection

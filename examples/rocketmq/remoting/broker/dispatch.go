@@ -34,7 +34,7 @@ func (b *Broker) Serve(ctx context.Context, c *transport.Conn, req *wire.Command
 	case wire.CodeGetMaxOffset, wire.CodeGetMinOffset, wire.CodeSearchOffsetByTimestamp:
 		resp = b.offsetInfo(req)
 	case wire.CodeLockBatchMQ:
-		resp = b.lockBatch(req)
+		resp = b.lockBatch(c, req)
 	case wire.CodeUnlockBatchMQ:
 		resp = b.unlockBatch(c, req)
 	case wire.CodeConsumerSendMsgBack:

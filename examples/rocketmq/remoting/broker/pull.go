@@ -3,11 +3,12 @@ package broker
 import (
 	"context"
 	"errors"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
+	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -82,12 +83,16 @@ func (b *Broker) pull(ctx context.Context, c *transport.Conn, req *wire.Command)
 	if p.sysFlag&pullSubscription == 0 || p.expr == "" {
 		p.expr = b.subscriptionOf(p.group, p.topic)
 	}
-	tags := parseTags(p.expr)
+	filter, err := pop.ParseFilter(p.expr)
+	if err != nil {
+		return wire.NewResponse(req, wire.SubscriptionParseFailed, "parse the subscription "+strconv.Quote(p.expr)+": "+err.Error())
+	}
+	arrivals := b.core.Arrivals()
 	deadline := time.Now().Add(min(p.suspend, b.opts.MaxPullWait))
 	suspended := false
 	for {
-		woken := b.arrival(p.topic, p.queue)
-		if resp, done := b.pullOnce(c, req, &p, tags); done {
+		woken := arrivals.Watch(p.topic, p.queue) // before the look: no arrival is missed
+		if resp, done := b.pullOnce(c, req, &p, filter); done {
 			return resp
 		}
 		left := time.Until(deadline)
@@ -108,7 +113,7 @@ func (b *Broker) pull(ctx context.Context, c *transport.Conn, req *wire.Command)
 		case <-b.ctx.Done():
 			t.Stop()
 			return wire.NewResponse(req, wire.ServiceNotAvailable, "broker shutting down")
-		case <-b.st.Done():
+		case <-arrivals.Done():
 			t.Stop()
 			return wire.NewResponse(req, wire.ServiceNotAvailable, "broker shutting down")
 		}
@@ -118,7 +123,7 @@ func (b *Broker) pull(ctx context.Context, c *transport.Conn, req *wire.Command)
 
 // pullOnce looks at the queue once: done with the answer, or not done
 // (nothing new at p.offset: wait for an arrival).
-func (b *Broker) pullOnce(c *transport.Conn, req *wire.Command, p *pullReq, tags map[string]bool) (*wire.Command, bool) {
+func (b *Broker) pullOnce(c *transport.Conn, req *wire.Command, p *pullReq, filter pop.Filter) (*wire.Command, bool) {
 	// A connection that has not seen an admin reset of this queue is moved
 	// to the reset offset (checked again after every wake-up: a reset wakes
 	// the queue's long polls).
@@ -142,7 +147,7 @@ func (b *Broker) pullOnce(c *transport.Conn, req *wire.Command, p *pullReq, tags
 		if p.offset == hi {
 			return nil, false
 		}
-		msgs, next, err := b.read(*p, tags)
+		msgs, next, err := b.read(*p, filter)
 		if errors.Is(err, store.ErrOffsetTooSmall) {
 			continue // retention moved the minimum: answer OFFSET_MOVED
 		}
@@ -163,15 +168,16 @@ func (b *Broker) pullOnce(c *transport.Conn, req *wire.Command, p *pullReq, tags
 	}
 }
 
-// read returns the messages from p.offset that match tags, and the offset
-// after the last message looked at.
-func (b *Broker) read(p pullReq, tags map[string]bool) ([]*store.Message, int64, error) {
+// read returns the messages from p.offset that match filter, and the
+// offset after the last message looked at.
+func (b *Broker) read(p pullReq, filter pop.Filter) ([]*store.Message, int64, error) {
+	all := filter.All()
 	var out []*store.Message
 	next := p.offset
 	scanned, bytes := 0, 0
 	for len(out) < p.max && scanned < maxScan && bytes < b.opts.MaxPullBytes {
 		want := p.max - len(out)
-		if tags != nil {
+		if !all {
 			want = store.MaxReadBatch
 		}
 		msgs, err := b.st.Read(p.topic, p.queue, next, want)
@@ -187,7 +193,7 @@ func (b *Broker) read(p pullReq, tags map[string]bool) ([]*store.Message, int64,
 		for _, m := range msgs {
 			scanned++
 			next = m.QueueOffset + 1
-			if tags == nil || tags[m.Tags] {
+			if all || filter.Match(m.Tags) {
 				out = append(out, m)
 				bytes += len(m.Body)
 				if len(out) >= p.max || bytes >= b.opts.MaxPullBytes {
@@ -228,25 +234,4 @@ func (b *Broker) subscriptionOf(group, topic string) string {
 		}
 	}
 	return "*"
-}
-
-// parseTags turns "A || B" into a set; nil means every tag.
-func parseTags(expr string) map[string]bool {
-	expr = strings.TrimSpace(expr)
-	if expr == "" || expr == "*" {
-		return nil
-	}
-	m := map[string]bool{}
-	for _, t := range strings.Split(expr, "||") {
-		if t = strings.TrimSpace(t); t != "" {
-			if t == "*" {
-				return nil
-			}
-			m[t] = true
-		}
-	}
-	if len(m) == 0 {
-		return nil
-	}
-	return m
 }

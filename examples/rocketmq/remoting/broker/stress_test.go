@@ -79,7 +79,7 @@ func TestConcurrentConnectionsUnderResets(t *testing.T) {
 			q := i % 4
 			if max := b.Server.Core().Store().MaxOffset("t", q); max > 0 {
 				_, _ = b.Server.Core().Offsets().Reset("g", "t", q, max/2)
-				b.Server.Broker().WakeQueue("t", q)
+				b.Server.Core().Arrivals().Wake("t", q)
 			}
 		}
 	}()

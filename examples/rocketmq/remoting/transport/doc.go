@@ -1,5 +1,9 @@
-// Package transport serves remoting connections: a Server accepts them and
-// reads frames (wire.ReadFrame), and hands each request to a Handler,
+// Package transport serves remoting connections: a Server accepts them
+// (retrying temporary accept errors such as EMFILE), reads frames — their
+// memory allocated as their bytes arrive and reserved from a per-connection
+// and a server-wide read budget (ServerOptions.MaxConnReadBytes,
+// MaxReadBytes: past one, the connection stops reading until memory frees)
+// — closes connections idle for ServerOptions.IdleTimeout (120 s), and hands each request to a Handler,
 // which it serves on its own goroutine (or, for the cheap ones an
 // InlineHandler names, on the connection's read loop, their answers
 // written once per burst of input; those a BatchHandler names are served

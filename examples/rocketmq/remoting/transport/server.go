@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokercore/brokercore/examples/rocketmq/internal/retrylisten"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 )
 
@@ -76,6 +77,13 @@ type ServerStats struct {
 	NotifyDrops  uint64 `json:"notify_drops"`
 	WriteErrors  uint64 `json:"write_errors"`
 	ReadTimeouts uint64 `json:"read_timeouts"`
+	// IdleClosed counts connections closed for being idle IdleTimeout.
+	IdleClosed uint64 `json:"idle_closed"`
+	// ReadBytes is the memory reserved now for requests read and not yet
+	// served (the server's read budget in use); BudgetWaits counts the times
+	// a connection stopped reading for want of read budget.
+	ReadBytes   int64  `json:"read_bytes"`
+	BudgetWaits uint64 `json:"budget_waits"`
 }
 
 // Server accepts remoting connections and hands their requests to a
@@ -94,8 +102,12 @@ type Server struct {
 	wg     sync.WaitGroup
 	seq    atomic.Uint64
 
+	budget  *budget // read memory of every connection
+	sweeper sync.Once
+
 	accepted, requests, badFrames, badHeaders, responses atomic.Uint64
-	notified, notifyDrops, writeErrors                   atomic.Uint64
+	notified, notifyDrops, writeErrors, idleClosed       atomic.Uint64
+	budgetWaits                                          atomic.Uint64
 }
 
 // NewServer returns a Server over h.
@@ -103,35 +115,35 @@ func NewServer(h Handler, opts ServerOptions) *Server {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{h: h, opts: opts, log: opts.Logger.With("server", opts.Name), ctx: ctx, cancel: cancel,
-		conns: map[*Conn]struct{}{}}
+		conns: map[*Conn]struct{}{}, budget: newBudget(opts.MaxReadBytes)}
 }
 
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("remoting: server closed")
 
 // Serve accepts connections on l until Close; it returns ErrServerClosed
-// then. It may be called for several listeners.
+// then. It may be called for several listeners. A temporary accept error
+// (EMFILE, ENFILE, ECONNABORTED, …) does not end it: it is logged at WARN
+// and retried after a backoff (retrylisten); only a permanent one is
+// returned.
 func (s *Server) Serve(l net.Listener) error {
+	rl := retrylisten.New(l, retrylisten.Options{Name: s.opts.Name, Logger: s.log})
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		l.Close()
+		rl.Close()
 		return ErrServerClosed
 	}
-	s.lns = append(s.lns, l)
+	s.lns = append(s.lns, rl)
 	s.wg.Add(1)
 	s.mu.Unlock()
+	s.sweeper.Do(s.startSweeper)
 	defer s.wg.Done()
 	for {
-		nc, err := l.Accept()
+		nc, err := rl.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond)
-				continue
 			}
 			return err
 		}
@@ -153,10 +165,12 @@ func (s *Server) start(nc net.Conn) {
 		srv:    s,
 		ctx:    ctx,
 		cancel: cancel,
-		out:    make(chan *wire.Command, 1024),
+		out:    make(chan *wire.Command, outQueue),
 		sem:    make(chan struct{}, s.opts.MaxInflight),
+		budget: newBudget(s.opts.MaxConnReadBytes),
 	}
-	c.bw = bufio.NewWriterSize(nc, 64<<10)
+	c.rd = newConnReader(c, flushReader{c})
+	c.touch()
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -197,7 +211,8 @@ func (s *Server) Stats() ServerStats {
 	s.mu.Unlock()
 	return ServerStats{Connections: n, Accepted: s.accepted.Load(), Requests: s.requests.Load(),
 		BadFrames: s.badFrames.Load(), BadHeaders: s.badHeaders.Load(), Responses: s.responses.Load(),
-		Notified: s.notified.Load(), NotifyDrops: s.notifyDrops.Load(), WriteErrors: s.writeErrors.Load()}
+		Notified: s.notified.Load(), NotifyDrops: s.notifyDrops.Load(), WriteErrors: s.writeErrors.Load(),
+		IdleClosed: s.idleClosed.Load(), ReadBytes: s.budget.used.Load(), BudgetWaits: s.budgetWaits.Load()}
 }
 
 // Conn is one client connection: the channel of RocketMQ's broker.
@@ -213,16 +228,22 @@ type Conn struct {
 	once   sync.Once
 
 	// batch (read loop only): requests of a BatchHandler read but not yet
-	// served, and their body bytes.
+	// served, their body bytes and the read budget they hold.
 	batch      []*wire.Command
 	batchBytes int
+	batchCost  int64
 
-	// The answers go out through bw, under wmu: the write loop's and those
-	// the read loop serves inline. broken: a write failed, later answers
-	// are dropped. unflushed (read loop only): inline answers wait in bw.
+	rd         *connReader  // read loop only
+	budget     *budget      // read memory of this connection
+	lastActive atomic.Int64 // unix nanos (Options.Now) of the last read or write
+
+	// The answers go out through out, under wmu: the write loop's and
+	// those the read loop serves inline; out is borrowed from a pool while
+	// answers are being written (an idle connection holds none). broken: a
+	// write failed, later answers are dropped. unflushed (read loop only):
+	// inline answers wait in out.
 	wmu       sync.Mutex
-	bw        *bufio.Writer
-	enc       []byte
+	ob        *outBuf
 	broken    bool
 	unflushed bool
 
@@ -289,6 +310,10 @@ func (c *Conn) NotifyBody(code int16, ext map[string]string, body []byte) bool {
 
 var notifyOpaque atomic.Int32
 
+// outQueue is the capacity of a connection's queue of answers and
+// notifications waiting for the write loop.
+const outQueue = 128
+
 // finalFlushTimeout bounds writing a closing connection's last answers.
 const finalFlushTimeout = time.Second
 
@@ -307,6 +332,10 @@ func (c *Conn) run() {
 	c.nc.Close()
 	c.wg.Wait()
 	<-wdone
+	c.rd.release()
+	c.wmu.Lock()
+	c.releaseOut()
+	c.wmu.Unlock()
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
@@ -324,17 +353,25 @@ type flushReader struct{ c *Conn }
 func (f flushReader) Read(p []byte) (int, error) {
 	f.c.serveBatch()
 	f.c.flushInline()
-	return f.c.nc.Read(p)
+	n, err := f.c.nc.Read(p)
+	if n > 0 {
+		f.c.touch()
+	}
+	return n, err
 }
 
 func (c *Conn) readLoop() string {
 	s := c.srv
-	r := bufio.NewReaderSize(flushReader{c}, 64<<10)
 	inl, _ := s.h.(InlineHandler)
 	bh, _ := s.h.(BatchHandler)
 	for {
-		frame, err := wire.ReadFrame(r, s.opts.MaxFrame)
+		frame, cost, err := c.readFrame()
 		if err != nil {
+			if errors.Is(err, ErrReadBudget) {
+				s.log.Warn("closing connection: waited its idle timeout for read budget", "client",
+					c.nc.RemoteAddr().String(), "channel", c.id)
+				return err.Error()
+			}
 			if errors.Is(err, wire.ErrFrame) {
 				s.badFrames.Add(1)
 				s.log.Warn("rejected frame: closing connection", "client", c.nc.RemoteAddr().String(),
@@ -348,6 +385,7 @@ func (c *Conn) readLoop() string {
 		}
 		cmd, err := wire.Decode(frame)
 		if err != nil {
+			c.unreserve(cost)
 			if errors.Is(err, wire.ErrFrame) {
 				s.badFrames.Add(1)
 				s.log.Warn("rejected frame: closing connection", "client", c.nc.RemoteAddr().String(),
@@ -364,11 +402,13 @@ func (c *Conn) readLoop() string {
 			continue
 		}
 		if cmd.IsResponse() {
+			c.unreserve(cost)
 			continue // answers to our oneway notifications: none expected
 		}
 		s.requests.Add(1)
 		if bh != nil && bh.Batch(cmd) {
 			c.batch = append(c.batch, cmd)
+			c.batchCost += cost
 			if c.batchBytes += len(cmd.Body); len(c.batch) >= MaxBatchRequests || c.batchBytes >= maxBatchBodyBytes {
 				c.serveBatch()
 			}
@@ -377,15 +417,24 @@ func (c *Conn) readLoop() string {
 		c.serveBatch() // what was read before goes first
 		if inl != nil && inl.Inline(cmd) {
 			c.serveInline(cmd)
+			c.unreserve(cost)
 			continue
 		}
 		select {
 		case c.sem <- struct{}{}:
-		case <-c.ctx.Done():
-			return "closed"
+		default:
+			// MaxInflight requests are being served: stop reading until
+			// one ends (answers written meanwhile).
+			c.flushInline()
+			select {
+			case c.sem <- struct{}{}:
+			case <-c.ctx.Done():
+				c.unreserve(cost)
+				return "closed"
+			}
 		}
 		c.wg.Add(1)
-		go c.serve(cmd)
+		go c.serve(cmd, cost)
 	}
 }
 
@@ -414,8 +463,8 @@ func salvageOpaque(frame []byte) int32 {
 	return 0
 }
 
-func (c *Conn) serve(req *wire.Command) {
-	defer func() { <-c.sem; c.wg.Done() }()
+func (c *Conn) serve(req *wire.Command, cost int64) {
+	defer func() { c.unreserve(cost); <-c.sem; c.wg.Done() }()
 	resp := c.srv.h.Serve(c.ctx, c, req)
 	if resp == nil || req.IsOneway() {
 		return
@@ -446,6 +495,14 @@ func (c *Conn) serveInline(req *wire.Command) {
 	c.unflushed = true
 }
 
+// serveBatchCost gives back the read budget of a served batch.
+func (c *Conn) serveBatchCost() {
+	if c.batchCost != 0 {
+		c.unreserve(c.batchCost)
+		c.batchCost = 0
+	}
+}
+
 // serveBatch serves the gathered batch on the read loop; its answers wait
 // in bw as inline answers do.
 func (c *Conn) serveBatch() {
@@ -454,6 +511,7 @@ func (c *Conn) serveBatch() {
 		return
 	}
 	c.batch, c.batchBytes = reqs[:0], 0
+	defer c.serveBatchCost()
 	if len(reqs) == 1 {
 		c.serveInline(reqs[0])
 		reqs[0] = nil
@@ -510,41 +568,67 @@ func (c *Conn) write(cmd *wire.Command) {
 	if c.broken {
 		return
 	}
+	if c.ob == nil {
+		c.ob = outBufs.Get().(*outBuf)
+		c.ob.bw.Reset(c.nc)
+	}
+	ob := c.ob
 	// The header goes through a reused buffer; a large body (a pull
 	// answer) straight to the writer, a small one with its header.
 	body := cmd.Body
 	small := len(body) <= 4<<10
-	b, err := wire.AppendFrameHead(c.enc[:0], cmd)
+	b, err := wire.AppendFrameHead(ob.enc[:0], cmd)
 	if err != nil {
 		c.srv.log.Error("encode response", "channel", c.id, "err", err)
 		body = nil
-		b, _ = wire.AppendFrameHead(c.enc[:0], &wire.Command{Code: wire.SystemError, Flag: cmd.Flag, Opaque: cmd.Opaque,
+		b, _ = wire.AppendFrameHead(ob.enc[:0], &wire.Command{Code: wire.SystemError, Flag: cmd.Flag, Opaque: cmd.Opaque,
 			Remark: "encode: " + err.Error()})
 	} else if small {
 		b = append(b, body...)
 	}
 	if cap(b) <= 64<<10 {
-		c.enc = b[:0]
+		ob.enc = b[:0]
 	}
-	if _, err := c.bw.Write(b); err != nil {
+	if _, err := ob.bw.Write(b); err != nil {
 		c.fail(err)
 		return
 	}
 	if !small && body != nil {
-		if _, err := c.bw.Write(body); err != nil {
+		if _, err := ob.bw.Write(body); err != nil {
 			c.fail(err)
 		}
 	}
 }
 
+// flush writes out what waits in the connection's buffer and gives the
+// buffer back to the pool.
 func (c *Conn) flush() {
-	if c.broken {
+	if c.broken || c.ob == nil {
 		return
 	}
-	if err := c.bw.Flush(); err != nil {
+	if err := c.ob.bw.Flush(); err != nil {
 		c.fail(err)
+		return
+	}
+	c.touch()
+	c.releaseOut()
+}
+
+func (c *Conn) releaseOut() {
+	if c.ob != nil {
+		c.ob.bw.Reset(nil)
+		outBufs.Put(c.ob)
+		c.ob = nil
 	}
 }
+
+// outBuf is a connection's write buffer, borrowed while it writes.
+type outBuf struct {
+	bw  *bufio.Writer
+	enc []byte
+}
+
+var outBufs = sync.Pool{New: func() any { return &outBuf{bw: bufio.NewWriterSize(nil, 64<<10)} }}
 
 // writeLoop writes the answers of the requests served on their own
 // goroutines (and the notifications) until the connection ends, flushing
