@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
@@ -283,6 +284,8 @@ func (s *Server) Broker() *broker.Broker { return s.broker }
 type core struct {
 	late      atomic.Pointer[broker.Broker] // the events' receiver, bound once it exists
 	st        *store.Store
+	arrivals  *brokercore.Arrivals
+	unsub     func()
 	offsets   *offset.Manager
 	locks     *lock.Table
 	consumers *consumer.Registry
@@ -290,6 +293,10 @@ type core struct {
 
 func newCore(n *replica.Node, cfg Config) (*core, error) {
 	c := &core{st: n.Store()}
+	// The long polls wake at every append the replica applies (the
+	// leader's and every follower's).
+	c.arrivals = brokercore.NewArrivals(c.st)
+	c.unsub = c.st.Subscribe(c.arrivals.Notify)
 	var err error
 	// A reset of the local offsets (the admin's INVOKE_BROKER_TO_RESET_OFFSET)
 	// goes through raft as well, or the replicated committed offset, which
@@ -299,10 +306,10 @@ func newCore(n *replica.Node, cfg Config) (*core, error) {
 		if err := n.ResetOffset(group, topic, queueID, off); err != nil {
 			log.Warn("offset reset not replicated", "group", group, "topic", topic, "queue", queueID, "offset", off, "err", err)
 		}
-		if b := c.late.Load(); b != nil {
-			b.WakeQueue(topic, queueID)
-		}
+		c.arrivals.Wake(topic, queueID)
 	}}); err != nil {
+		c.unsub()
+		c.arrivals.Close()
 		return nil, err
 	}
 	c.locks = lock.New(lock.Options{MaxLiveTime: cfg.LockMaxLiveTime, Logger: cfg.Logger, OnEvent: func(ev lock.Event) {
@@ -327,7 +334,22 @@ func (c *core) Consumers() *consumer.Registry { return c.consumers }
 // leader's replicated scheduler does).
 func (c *core) Scheduler() *schedule.Scheduler { return nil }
 
+// Arrivals wakes the broker's long polls.
+func (c *core) Arrivals() *brokercore.Arrivals { return c.arrivals }
+
+// errSendBackNotReplicated: a broker with a Writer refuses send-backs
+// before it would ask.
+var errSendBackNotReplicated = errors.New("send back is not replicated")
+
+// SendBack is not replicated (the broker refuses CONSUMER_SEND_MSG_BACK
+// with a Writer, before it gets here).
+func (c *core) SendBack(*store.Message, string, int, int) (*store.Message, error) {
+	return nil, errSendBackNotReplicated
+}
+
 func (c *core) close() error {
+	c.unsub()
+	c.arrivals.Close()
 	return errors.Join(c.consumers.Close(), c.locks.Close(), c.offsets.Close())
 }
 
