@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 )
 
 func init() {
