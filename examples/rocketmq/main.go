@@ -35,6 +35,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.Flush, "flush", "sync", "sync: answer a send after its fsync (group commit); async: fsync every second (Apache's default)")
 	grpcFlags(fs, &cfg)
 	aclf := addACLFlags(fs, &cfg)
+	rf := replicatedFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	gogc, err := server.GCPercent()
 	if err != nil {
@@ -58,6 +59,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	defer aclf.watch(ctx, cfg.ACL, cfg.Logger)()
 	prev := server.SetGCPercent(gogc)
 	defer server.SetGCPercent(prev)
+	if rf.id != "" {
+		return runReplicated(ctx, cfg, rf, cfg.Logger)
+	}
 	s, err := server.Start(cfg)
 	if err != nil {
 		cfg.Logger.Error("start", "err", err)

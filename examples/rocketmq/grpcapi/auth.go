@@ -54,7 +54,7 @@ type caller struct {
 func (s *Server) authenticate(ctx context.Context) (caller, *v2.Status) {
 	var c caller
 	if p, ok := peer.FromContext(ctx); ok {
-		if ta, ok := p.Addr.(*net.TCPAddr); ok {
+		if ta, ok := remoteAddr(p.Addr).(*net.TCPAddr); ok {
 			c.ip = ta.AddrPort().Addr().Unmap()
 		}
 	}
@@ -216,7 +216,7 @@ func (s *Server) aclUnary(ctx context.Context, req any, info *grpc.UnaryServerIn
 		}
 		return nil, statusError(st)
 	}
-	return handler(ctx, req)
+	return handler(context.WithValue(ctx, userKey{}, c.user), req)
 }
 
 // refusedResponse is req's response type carrying only st.
@@ -275,7 +275,7 @@ func (s *Server) aclStream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 		if st != nil {
 			return statusError(st)
 		}
-		return handler(srv, &aclBidi{ServerStream: ss, s: s, c: c})
+		return handler(srv, &aclBidi{ServerStream: ss, s: s, c: c, ctx: context.WithValue(ss.Context(), userKey{}, c.user)})
 	}
 	var req proto.Message
 	switch info.FullMethod {
@@ -321,9 +321,12 @@ func (a *aclRead) RecvMsg(m any) error {
 // aclBidi decides every command of a bidirectional stream as it is read.
 type aclBidi struct {
 	grpc.ServerStream
-	s *Server
-	c caller
+	s   *Server
+	c   caller
+	ctx context.Context // the stream's, with the caller's access key
 }
+
+func (a *aclBidi) Context() context.Context { return a.ctx }
 
 func (a *aclBidi) RecvMsg(m any) error {
 	if err := a.ServerStream.RecvMsg(m); err != nil {

@@ -40,6 +40,7 @@ type clientInfo struct {
 	group       string
 	longPolling time.Duration // subscription.long_polling_timeout; 0 = not told
 	lastSeen    time.Time
+	owner       owner // who registered the id (conns.go)
 }
 
 // clientTable remembers clients by x-mq-client-id. The v5 client never
@@ -65,6 +66,37 @@ func (t *clientTable) touch(id string, now time.Time, f func(*clientInfo)) {
 	}
 }
 
+// claim binds id to (cn, user) unless its owner refuses them (conns.go);
+// refused, it returns the owner and changes nothing.
+func (t *clientTable) claim(id string, cn *conn, user string, now, cutoff time.Time) (owner, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.m[id]
+	if c == nil {
+		c = &clientInfo{}
+		t.m[id] = c
+	}
+	if c.owner.refuses(cn, user, cutoff) {
+		return c.owner, false
+	}
+	if cn != nil {
+		c.owner = owner{conn: cn, user: user, at: now}
+	}
+	c.lastSeen = now
+	return owner{}, true
+}
+
+// forgetBy forgets id unless its owner refuses (cn, user).
+func (t *clientTable) forgetBy(id string, cn *conn, user string, cutoff time.Time) (owner, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.m[id]; c != nil && c.owner.refuses(cn, user, cutoff) {
+		return c.owner, false
+	}
+	delete(t.m, id)
+	return owner{}, true
+}
+
 func (t *clientTable) longPolling(id string) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -72,12 +104,6 @@ func (t *clientTable) longPolling(id string) time.Duration {
 		return c.longPolling
 	}
 	return 0
-}
-
-func (t *clientTable) forget(id string) {
-	t.mu.Lock()
-	delete(t.m, id)
-	t.mu.Unlock()
 }
 
 // expire forgets clients last seen before cutoff and returns how many.

@@ -90,6 +90,7 @@ func (l *sniffListener) sniff(c net.Conn) {
 		_ = c.Close()
 		return
 	}
+	out = newTaggedConn(out) // conns.go
 	select {
 	case l.conns <- out:
 	case <-l.done:

@@ -171,6 +171,9 @@ func (s *Server) QueryAssignment(ctx context.Context, req *v2.QueryAssignmentReq
 func (s *Server) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.HeartbeatResponse, error) {
 	id := clientID(ctx)
 	group := req.GetGroup().GetName()
+	if st := s.claim(ctx, "Heartbeat", id); st != nil {
+		return &v2.HeartbeatResponse{Status: st}, nil
+	}
 	s.clients.touch(id, s.opts.Now(), func(c *clientInfo) {
 		if group != "" {
 			c.group = group
@@ -191,10 +194,13 @@ func (s *Server) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.H
 }
 
 // NotifyClientTermination forgets the client at once (its in-flight
-// messages come back through their invisible time).
+// messages come back through their invisible time); only the connection
+// that registered it may (conns.go).
 func (s *Server) NotifyClientTermination(ctx context.Context, req *v2.NotifyClientTerminationRequest) (*v2.NotifyClientTerminationResponse, error) {
 	id := clientID(ctx)
-	s.clients.forget(id)
+	if held, ok := s.clients.forgetBy(id, connOf(ctx), userOf(ctx), s.opts.Now().Add(-s.opts.ClientExpiry)); !ok {
+		return &v2.NotifyClientTerminationResponse{Status: s.refuseSpoof(ctx, "NotifyClientTermination", id, held)}, nil
+	}
 	if group := req.GetGroup().GetName(); group != "" {
 		if reg := s.b.Consumers(); reg != nil {
 			_ = reg.Unregister(group, consumer.Client{ChannelID: id, ClientID: id})

@@ -69,8 +69,13 @@ func (s *Server) Telemetry(stream grpc.BidiStreamingServer[v2.TelemetryCommand, 
 				return err
 			}
 		case st := <-cmds:
-			s.producers.publishing(ps, st, s.opts.Now())
-			answer := s.settingsFor(id, st, lang)
+			// A stream of a client id another connection holds is answered
+			// but registers nothing (conns.go).
+			owned := s.claim(ctx, "Telemetry", id) == nil
+			if owned {
+				s.producers.publishing(ps, st, s.opts.Now())
+			}
+			answer := s.settingsFor(id, st, lang, owned)
 			if answered {
 				continue
 			}
@@ -121,9 +126,9 @@ var producerBackoff = &v2.RetryPolicy{
 	}},
 }
 
-// settingsFor records what the client told and returns the server settings
-// for its client type.
-func (s *Server) settingsFor(id string, in *v2.Settings, lang string) *v2.Settings {
+// settingsFor records what the client told (when record) and returns the
+// server settings for its client type.
+func (s *Server) settingsFor(id string, in *v2.Settings, lang string, record bool) *v2.Settings {
 	out := &v2.Settings{
 		ClientType:     in.ClientType,
 		AccessPoint:    in.AccessPoint,
@@ -154,7 +159,9 @@ func (s *Server) settingsFor(id string, in *v2.Settings, lang string) *v2.Settin
 			MaxBodySize:         int32(s.opts.MaxBodySize),
 			ValidateMessageType: true,
 		}}
-		s.clients.touch(id, s.opts.Now(), nil)
+		if record {
+			s.clients.touch(id, s.opts.Now(), nil)
+		}
 	default:
 		sub := in.GetSubscription()
 		group := sub.GetGroup().GetName()
@@ -175,6 +182,9 @@ func (s *Server) settingsFor(id string, in *v2.Settings, lang string) *v2.Settin
 			ReceiveBatchSize:   &batch,
 			LongPollingTimeout: durationpb.New(lp),
 		}}
+		if !record {
+			break
+		}
 		s.clients.touch(id, s.opts.Now(), func(c *clientInfo) {
 			c.group = group
 			c.longPolling = lp

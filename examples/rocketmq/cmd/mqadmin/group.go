@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 )
 
 func init() {
@@ -17,23 +19,9 @@ func init() {
 	commands["resetOffsetByTime"] = command{"Reset consumer offset by timestamp(without client restart).", resetOffsetByTime}
 }
 
-// subGroupConfig is Apache's SubscriptionGroupConfig as the broker reads it.
-type subGroupConfig struct {
-	GroupName                      string            `json:"groupName"`
-	ConsumeEnable                  bool              `json:"consumeEnable"`
-	ConsumeFromMinEnable           bool              `json:"consumeFromMinEnable"`
-	ConsumeBroadcastEnable         bool              `json:"consumeBroadcastEnable"`
-	ConsumeMessageOrderly          bool              `json:"consumeMessageOrderly"`
-	RetryQueueNums                 int               `json:"retryQueueNums"`
-	RetryMaxTimes                  int               `json:"retryMaxTimes"`
-	GroupRetryPolicy               json.RawMessage   `json:"groupRetryPolicy,omitempty"`
-	BrokerID                       int64             `json:"brokerId"`
-	WhichBrokerWhenConsumeSlowly   int64             `json:"whichBrokerWhenConsumeSlowly"`
-	NotifyConsumerIdsChangedEnable bool              `json:"notifyConsumerIdsChangedEnable"`
-	GroupSysFlag                   int               `json:"groupSysFlag"`
-	ConsumeTimeoutMinute           int               `json:"consumeTimeoutMinute"`
-	Attributes                     map[string]string `json:"attributes"`
-}
+// subGroupConfig is Apache's SubscriptionGroupConfig as the broker reads it
+// (meta.Group's JSON spelling), printed as Apache's mqadmin prints it.
+type subGroupConfig meta.Group
 
 func (c subGroupConfig) String() string {
 	return fmt.Sprintf("SubscriptionGroupConfig [groupName=%s, consumeEnable=%t, consumeFromMinEnable=%t, consumeBroadcastEnable=%t, consumeMessageOrderly=%t, retryQueueNums=%d, retryMaxTimes=%d, brokerId=%d, whichBrokerWhenConsumeSlowly=%d, notifyConsumerIdsChangedEnable=%t, groupSysFlag=%d, consumeTimeoutMinute=%d, attributes=%s]",

@@ -189,6 +189,9 @@ func (b *Broker) commit(c *transport.Conn, group, topic string, queue int, off i
 	}
 	e := b.viewEpoch(c, okey{group, topic, queue})
 	err := b.core.Offsets().CommitFenced(group, topic, queue, off, e)
+	if w := b.opts.Writer; w != nil && err == nil {
+		err = w.CommitOffset(group, topic, queue, off)
+	}
 	switch {
 	case err == nil:
 		b.stats.commits.Add(1)
@@ -211,6 +214,11 @@ func (b *Broker) queryOffset(c *transport.Conn, req *wire.Command) *wire.Command
 		return wire.NewResponse(req, wire.SystemError, f.err.Error())
 	}
 	off, e, ok := b.core.Offsets().Position(g, t, q)
+	if w := b.opts.Writer; w != nil {
+		if woff, wok := w.Committed(g, t, q); wok {
+			off, ok = woff, true
+		}
+	}
 	b.setView(c, okey{g, t, q}, e)
 	if !ok {
 		return wire.NewResponse(req, wire.QueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")

@@ -46,7 +46,10 @@ type BrokerOptions struct {
 	// other sends of its connection must join that group, not wait behind
 	// it.
 	AsyncFlush bool
-	Logger     *slog.Logger
+	// Writer, when set, takes every write over (see Writer): a replicated
+	// core. Sends then wait for it on their own goroutines.
+	Writer Writer
+	Logger *slog.Logger
 
 	// Groups and TopicConfigs are the subscription group and topic
 	// configuration tables the admin requests change (admin.go); nil = in
@@ -82,6 +85,9 @@ func (o BrokerOptions) withDefaults() BrokerOptions {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Writer != nil {
+		o.AsyncFlush = false // a Writer's append waits for its log
 	}
 	return o
 }

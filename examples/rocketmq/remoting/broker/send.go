@@ -105,7 +105,12 @@ func (b *Broker) prepareSend(req *wire.Command) preparedSend {
 	if isHalfSend(h, msgs[0].Properties) {
 		return preparedSend{req: req, queue: h.queue, msgs: msgs, half: true, group: (&fields{ext: req.ExtFields}).opt("producerGroup", "a")}
 	}
-	if err := b.schedule(msgs); err != nil {
+	if b.opts.Writer != nil {
+		err = checkScheduled(msgs) // the Writer schedules
+	} else {
+		err = b.schedule(msgs)
+	}
+	if err != nil {
 		return reject(wire.MessageIllegal, err)
 	}
 	return preparedSend{req: req, queue: h.queue, msgs: msgs}
@@ -131,6 +136,9 @@ func checkSendTopic(topic string) error {
 
 // appendSend appends a prepared send on its own and answers it.
 func (b *Broker) appendSend(p *preparedSend) *wire.Command {
+	if b.opts.Writer != nil {
+		return b.write(p)
+	}
 	if err := b.st.Append(p.msgs...); err != nil {
 		b.stats.sendRejected.Add(1)
 		return wire.NewResponse(p.req, storeCode(err), fmt.Errorf("append: %w", err).Error())
@@ -182,7 +190,7 @@ func (b *Broker) sendBatch(reqs []*wire.Command) []*wire.Command {
 	for i := range ps {
 		all = append(all, ps[i].msgs...)
 	}
-	together := len(all) > 0 && b.st.Append(all...) == nil
+	together := b.opts.Writer == nil && len(all) > 0 && b.st.Append(all...) == nil
 	resps := make([]*wire.Command, len(reqs))
 	for i := range ps {
 		switch p := &ps[i]; {

@@ -23,6 +23,10 @@ func (b *Broker) sendBack(req *wire.Command) *wire.Command {
 	if f.err != nil {
 		return wire.NewResponse(req, wire.SystemError, f.err.Error())
 	}
+	if b.opts.Writer != nil {
+		// The client then consumes the message again itself, later.
+		return wire.NewResponse(req, wire.SystemError, "send back is not supported by a replicated broker")
+	}
 	m, err := b.st.ReadAt(logOff)
 	if err != nil {
 		return wire.NewResponse(req, wire.SystemError, "look up message at log offset "+i64(logOff)+": "+err.Error())

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -64,12 +66,30 @@ type routeData struct {
 // Route returns the compact route JSON of a topic with n queues. The client
 // parses brokerAddrs by hand: it must hold no spaces.
 func (ns *NameServer) Route(n int) []byte {
-	b, _ := json.Marshal(routeData{
+	addr := ns.opts.BrokerAddr
+	if f := ns.opts.LeaderAddr; f != nil {
+		if a := f(); a != "" {
+			addr = a
+		}
+	}
+	rd := routeData{
 		QueueDatas: []queueData{{BrokerName: ns.opts.BrokerName, ReadQueueNums: n, WriteQueueNums: n,
 			Perm: PermRead | PermWrite}},
 		BrokerDatas: []brokerData{{Cluster: ns.opts.Cluster, BrokerName: ns.opts.BrokerName,
-			BrokerAddrs: map[string]string{"0": ns.opts.BrokerAddr}}},
-	})
+			BrokerAddrs: map[string]string{"0": addr}}},
+	}
+	if f := ns.opts.WriteOnly; f != nil {
+		wo := f()
+		for _, name := range slices.Sorted(maps.Keys(wo)) {
+			if name == ns.opts.BrokerName || wo[name] == "" {
+				continue
+			}
+			rd.QueueDatas = append(rd.QueueDatas, queueData{BrokerName: name, ReadQueueNums: n, WriteQueueNums: n, Perm: PermWrite})
+			rd.BrokerDatas = append(rd.BrokerDatas, brokerData{Cluster: ns.opts.Cluster, BrokerName: name,
+				BrokerAddrs: map[string]string{"0": wo[name]}})
+		}
+	}
+	b, _ := json.Marshal(rd)
 	return b
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,4 +89,40 @@ func TestRouteWithoutAutoCreateAndUnknownCode(t *testing.T) {
 	resp = call(&wire.Command{Code: 999, Serialize: wire.SerializeJSON})
 	require.Equal(t, wire.RequestCodeNotSupported, resp.Code)
 	require.Contains(t, resp.Remark, "999")
+}
+
+// A replicated cluster's name server routes to the leader it knows, its own
+// broker while it knows none.
+func TestRouteNamesTheLeader(t *testing.T) {
+	topics, err := broker.OpenTopics("", 4)
+	require.NoError(t, err)
+	var leader atomic.Value
+	leader.Store("")
+	call := serve(t, topics, namesrv.NameServerOptions{BrokerAddr: "127.0.0.1:10911",
+		LeaderAddr: func() string { return leader.Load().(string) }})
+	resp := call(route("orders"))
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	require.Contains(t, string(resp.Body), `"brokerAddrs":{"0":"127.0.0.1:10911"}`)
+	leader.Store("127.0.0.1:10922")
+	resp = call(route("orders"))
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	require.Contains(t, string(resp.Body), `"brokerAddrs":{"0":"127.0.0.1:10922"}`)
+}
+
+// Write-only brokers (a replicated cluster's followers) are listed beside
+// the broker: writable, not readable, sorted by name.
+func TestRouteListsWriteOnlyBrokers(t *testing.T) {
+	topics, err := broker.OpenTopics("", 2)
+	require.NoError(t, err)
+	call := serve(t, topics, namesrv.NameServerOptions{BrokerAddr: "127.0.0.1:1",
+		WriteOnly: func() map[string]string {
+			return map[string]string{"broker-a-n3": "127.0.0.1:3", "broker-a-n2": "127.0.0.1:2", "broker-a-n4": ""}
+		}})
+	resp := call(route("orders"))
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	require.Contains(t, string(resp.Body), `"queueDatas":[{"brokerName":"broker-a","readQueueNums":2,"writeQueueNums":2,"perm":6,"topicSysFlag":0},`+
+		`{"brokerName":"broker-a-n2","readQueueNums":2,"writeQueueNums":2,"perm":2,"topicSysFlag":0},`+
+		`{"brokerName":"broker-a-n3","readQueueNums":2,"writeQueueNums":2,"perm":2,"topicSysFlag":0}]`)
+	require.Contains(t, string(resp.Body), `{"cluster":"DefaultCluster","brokerName":"broker-a-n3","brokerAddrs":{"0":"127.0.0.1:3"}}`)
+	require.NotContains(t, string(resp.Body), "broker-a-n4", "a broker with no address is left out")
 }

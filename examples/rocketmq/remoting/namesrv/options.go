@@ -21,7 +21,19 @@ type NameServerOptions struct {
 	// Producers then go through TBW102 and the broker creates the topic on
 	// the first send; consumers of a topic nobody sent to fail to start.
 	NoAutoCreate bool
-	Logger       *slog.Logger
+	// LeaderAddr, when set, names the broker address routes carry (a
+	// replicated cluster's leader, where writes must go); BrokerAddr when
+	// it answers "" (no leader known).
+	LeaderAddr func() string
+	// WriteOnly, when set, lists more brokers (name -> address) that
+	// routes carry beside the broker, with write permission only: a
+	// replicated cluster's followers, which forward sends to the leader.
+	// The official clients retry a failed send on a queue of another
+	// broker name, so a producer whose leader died reaches a live node
+	// before its next route refresh; consumers read the broker's queues
+	// only.
+	WriteOnly func() map[string]string
+	Logger    *slog.Logger
 
 	// TopicConfig, if set, gives the read and write queue numbers and
 	// permission an admin set for a topic (admin.go); ok false = defaults.

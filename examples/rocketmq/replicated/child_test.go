@@ -1,0 +1,232 @@
+package replicated
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// childNode runs one node from RMQHA_CHILD (a JSON Config) until SIGTERM,
+// printing "ready" once it serves.
+func childNode() int {
+	var cfg Config
+	if err := json.Unmarshal([]byte(os.Getenv("RMQHA_CHILD")), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "child config:", err)
+		return 2
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	s, err := Start(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start:", err)
+		return 1
+	}
+	fmt.Println("ready")
+	<-term
+	if err := s.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "close:", err)
+		return 1
+	}
+	return 0
+}
+
+// nodeProc is one node process.
+type nodeProc struct {
+	cfg  Config
+	cmd  *exec.Cmd
+	done chan error
+	dead bool // killed (or exited at start), until started again
+	log  string
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startProcs starts n node processes of a new cluster.
+func startProcs(t *testing.T, n int) []*nodeProc {
+	t.Helper()
+	var ps []*nodeProc
+	var peers []Peer
+	for i := 0; i < n; i++ {
+		cfg := Config{Dir: t.TempDir(), ID: fmt.Sprintf("n%d", i+1), RaftAddr: freeAddr(t),
+			BrokerAddr: freeAddr(t), NameSrvAddr: freeAddr(t), Bootstrap: true,
+			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond}
+		peers = append(peers, Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, BrokerAddr: cfg.BrokerAddr})
+		ps = append(ps, &nodeProc{cfg: cfg})
+	}
+	for _, p := range ps {
+		p.cfg.Peers = peers
+		p.log = p.cfg.Dir + "/node.log"
+		t.Cleanup(func() {
+			p.kill()
+			if t.Failed() {
+				b, _ := os.ReadFile(p.log)
+				t.Logf("node %s log:\n%s", p.cfg.ID, b)
+			}
+		})
+		p.start(t)
+	}
+	return ps
+}
+
+// start starts the node's process (again, after a kill: on its data) and
+// waits until it serves.
+func (p *nodeProc) start(t *testing.T) {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	js, err := json.Marshal(p.cfg)
+	require.NoError(t, err)
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	defer logf.Close()
+	p.cmd = exec.Command(exe, "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), "RMQHA_CHILD="+string(js))
+	p.cmd.Stderr = logf
+	out, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	p.dead = false
+	p.done = make(chan error, 1)
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() && sc.Text() == "ready" {
+			close(ready)
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	cmd, done := p.cmd, p.done
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-ready:
+	case err := <-p.done:
+		p.done <- err
+		p.dead = true
+		t.Fatalf("node %s exited: %v", p.cfg.ID, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node %s not ready", p.cfg.ID)
+	}
+}
+
+// kill sends SIGKILL and waits; idempotent.
+func (p *nodeProc) kill() {
+	if !p.dead {
+		p.dead = true
+		_ = p.cmd.Process.Kill()
+		err := <-p.done
+		p.done <- err
+	}
+}
+
+// call sends one request on a new connection and returns the answer.
+func call(addr string, cmd *wire.Command) (*wire.Command, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	cmd.Opaque = 1
+	f, err := wire.Encode(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(f); err != nil {
+		return nil, err
+	}
+	r := bufio.NewReader(c)
+	for {
+		frame, err := wire.ReadFrame(r, wire.DefaultMaxFrame)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := wire.Decode(frame)
+		if err != nil || resp.IsResponse() {
+			return resp, err
+		}
+	}
+}
+
+// routeAddr asks a name server for a route and returns its broker address.
+func routeAddr(ns string) (string, error) {
+	resp, err := call(ns, &wire.Command{Code: wire.CodeGetRouteInfoByTopic, Language: "GO", Version: 317,
+		ExtFields: map[string]string{"topic": "TBW102"}})
+	if err != nil {
+		return "", err
+	}
+	var rd struct {
+		BrokerDatas []struct {
+			BrokerName  string            `json:"brokerName"`
+			BrokerAddrs map[string]string `json:"brokerAddrs"`
+		} `json:"brokerDatas"`
+	}
+	if err := json.Unmarshal(resp.Body, &rd); err != nil {
+		return "", fmt.Errorf("route %q: %v", resp.Body, err)
+	}
+	for _, bd := range rd.BrokerDatas {
+		if bd.BrokerName == broker.DefaultBrokerName {
+			return bd.BrokerAddrs["0"], nil
+		}
+	}
+	return "", fmt.Errorf("route %q: no %s", resp.Body, broker.DefaultBrokerName)
+}
+
+// agreedLeader waits until the name servers of every live process route to
+// the same broker, one of a live process, and returns that process.
+func agreedLeader(t *testing.T, ps []*nodeProc, timeout time.Duration) *nodeProc {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var addr string
+		agree := true
+		for _, p := range ps {
+			if p.dead {
+				continue
+			}
+			a, err := routeAddr(p.cfg.NameSrvAddr)
+			if err != nil || (addr != "" && a != addr) {
+				agree = false
+				break
+			}
+			addr = a
+		}
+		if agree {
+			for _, p := range ps {
+				if !p.dead && p.cfg.BrokerAddr == addr && leads(p) {
+					return p
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the name servers agree on no live leader after %v", timeout)
+	return nil
+}
+
+// leads reports whether the process's log says it leads.
+func leads(p *nodeProc) bool {
+	b, _ := os.ReadFile(p.log)
+	i := strings.LastIndex(string(b), "cluster: leading")
+	return i >= 0 && !strings.Contains(string(b[i:]), "leader services stopped")
+}

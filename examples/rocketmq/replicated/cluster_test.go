@@ -1,0 +1,222 @@
+package replicated
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
+	"github.com/brokercore/brokercore/store"
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/require"
+)
+
+// cluster is n replicated nodes in this process, on 127.0.0.1.
+type cluster struct {
+	t      testing.TB
+	nodes  []*Server
+	trans  []*raft.NetworkTransport
+	closed []bool
+}
+
+func startCluster(t testing.TB, n int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, closed: make([]bool, n)}
+	var peers []Peer
+	for i := 0; i < n; i++ {
+		tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 4, 10*time.Second, io.Discard)
+		require.NoError(t, err)
+		c.trans = append(c.trans, tr)
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.LocalAddr()), BrokerAddr: freeAddr(t)})
+	}
+	var log *slog.Logger
+	if os.Getenv("RMQTEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	for i, p := range peers {
+		s, err := Start(Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true, BrokerAddr: p.BrokerAddr,
+			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, Logger: log})
+		require.NoError(t, err)
+		c.nodes = append(c.nodes, s)
+	}
+	t.Cleanup(func() {
+		for i := range c.nodes {
+			c.stop(i)
+		}
+	})
+	return c
+}
+
+// stop closes node i and its raft transport.
+func (c *cluster) stop(i int) {
+	if c.closed[i] {
+		return
+	}
+	c.closed[i] = true
+	require.NoError(c.t, c.nodes[i].Close())
+	c.trans[i].CloseStreams()
+	_ = c.trans[i].Close()
+}
+
+// leader waits until one live node leads and every live node names its
+// broker address, and returns its index.
+func (c *cluster) leader(timeout time.Duration) int {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for i, s := range c.nodes {
+			if c.closed[i] || !s.Node().IsLeader() {
+				continue
+			}
+			agree := true
+			for j, o := range c.nodes {
+				if !c.closed[j] && o.Node().LeaderAddr() != s.BrokerAddr() {
+					agree = false
+				}
+			}
+			if agree {
+				return i
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("no leader named by every live node after %v", timeout)
+	return -1
+}
+
+func (c *cluster) nameServers() []string {
+	var ns []string
+	for _, s := range c.nodes {
+		ns = append(ns, s.NameSrvAddr())
+	}
+	return ns
+}
+
+// A follower refuses a send with SERVICE_NOT_AVAILABLE (the clients retry
+// it) and stores nothing; its name server routes to the leader.
+func TestFollowerRefusesWritesAndRoutesToLeader(t *testing.T) {
+	c := startCluster(t, 3)
+	l := c.leader(30 * time.Second)
+	f := (l + 1) % 3
+	w := writer{c.nodes[f].Node()}
+	err := w.Append([]*store.Message{{Topic: "orders", Body: []byte("x")}})
+	require.ErrorIs(t, err, broker.ErrNotWritable)
+	require.Equal(t, int64(0), c.nodes[f].Node().Store().MaxOffset("orders", 0))
+	require.Equal(t, c.nodes[l].BrokerAddr(), c.nodes[f].Node().LeaderAddr())
+}
+
+// The leader's writes reach every replica; a committed offset is read
+// back on any node.
+func TestLeaderWritesReachEveryReplica(t *testing.T) {
+	c := startCluster(t, 3)
+	l := c.leader(30 * time.Second)
+	w := writer{c.nodes[l].Node()}
+	msgs := []*store.Message{{Topic: "orders", Body: []byte("a")}, {Topic: "orders", Body: []byte("b")}}
+	require.NoError(t, w.Append(msgs))
+	require.Equal(t, int64(1), msgs[1].QueueOffset, "the offsets the leader assigned")
+	require.NoError(t, w.CommitOffset("g", "orders", 0, 2))
+	require.NoError(t, w.CommitOffset("g", "orders", 0, 2), "an offset already committed is not proposed again")
+	for i, s := range c.nodes {
+		require.Eventually(t, func() bool {
+			off, ok := writer{s.Node()}.Committed("g", "orders", 0)
+			return ok && off == 2 && s.Node().Store().MaxOffset("orders", 0) == 2
+		}, 10*time.Second, 10*time.Millisecond, "node %d", i)
+	}
+	err := writer{c.nodes[(l+1)%3].Node()}.CommitOffset("g", "orders", 0, 1)
+	require.ErrorIs(t, err, broker.ErrNotWritable, "a follower commits nothing")
+}
+
+func TestParsePeers(t *testing.T) {
+	ps, err := ParsePeers("n1=127.0.0.1:7001@127.0.0.1:10911, n2=127.0.0.1:7002")
+	require.NoError(t, err)
+	require.Equal(t, []Peer{{ID: "n1", RaftAddr: "127.0.0.1:7001", BrokerAddr: "127.0.0.1:10911"},
+		{ID: "n2", RaftAddr: "127.0.0.1:7002"}}, ps)
+	for _, bad := range []string{"n1", "=x", "n1=", "n1=@b"} {
+		_, err := ParsePeers(bad)
+		require.Error(t, err, bad)
+	}
+}
+
+func sendCmd(topic, body string) *wire.Command {
+	return &wire.Command{Code: wire.CodeSendMessage, Language: "GO", Version: 317, Body: []byte(body),
+		ExtFields: map[string]string{"producerGroup": "pg", "topic": topic, "queueId": "0", "sysFlag": "0",
+			"bornTimestamp": "1", "flag": "0", "properties": "UNIQ_KEY\x01abc\x02", "reconsumeTimes": "0",
+			"defaultTopic": "TBW102", "defaultTopicQueueNums": "4"}}
+}
+
+// A send reaching a follower is forwarded to the leader and acknowledged
+// there; one forwarded already is not passed on again. Routes list the
+// followers as write-only brokers.
+func TestFollowerForwardsSendsToTheLeader(t *testing.T) {
+	c := startCluster(t, 3)
+	l := c.leader(30 * time.Second)
+	f := c.nodes[(l+1)%3]
+	resp, err := call(f.BrokerAddr(), sendCmd("orders", "via follower"))
+	require.NoError(t, err)
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	require.Equal(t, uint64(1), c.nodes[l].Broker().Stats().Sent, "the leader stored it")
+	require.Equal(t, int64(1), c.nodes[l].Node().Store().MaxOffset("orders", 0))
+
+	again := sendCmd("orders", "forwarded twice")
+	again.ExtFields[forwardedField] = "1"
+	resp, err = call(f.BrokerAddr(), again)
+	require.NoError(t, err)
+	require.Equal(t, wire.ServiceNotAvailable, resp.Code, resp.Remark)
+
+	resp, err = call(f.NameSrvAddr(), &wire.Command{Code: wire.CodeGetRouteInfoByTopic, Language: "GO", Version: 317,
+		ExtFields: map[string]string{"topic": "orders"}})
+	require.NoError(t, err)
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	route := string(resp.Body)
+	require.Contains(t, route, `"brokerName":"broker-a","brokerAddrs":{"0":"`+c.nodes[l].BrokerAddr()+`"}`)
+	for i, s := range c.nodes {
+		if i != l {
+			require.Contains(t, route, `"brokerName":"broker-a-`+s.Node().ID()+`","brokerAddrs":{"0":"`+s.BrokerAddr()+`"}`)
+		}
+	}
+	require.NotContains(t, route, `broker-a-`+c.nodes[l].Node().ID(), "the leader is not listed twice")
+}
+
+// An admin reset on the leader moves the replicated committed offset, on
+// every node.
+func TestAdminResetIsReplicated(t *testing.T) {
+	c := startCluster(t, 3)
+	l := c.leader(30 * time.Second)
+	w := writer{c.nodes[l].Node()}
+	var msgs []*store.Message
+	for range 5 {
+		msgs = append(msgs, &store.Message{Topic: "orders", Body: []byte("m")})
+	}
+	require.NoError(t, w.Append(msgs))
+	require.NoError(t, w.CommitOffset("g", "orders", 0, 5))
+	_, err := c.nodes[l].Topics().Ensure("orders", 4)
+	require.NoError(t, err)
+	resp, err := call(c.nodes[l].BrokerAddr(), &wire.Command{Code: broker.CodeInvokeBrokerToResetOffset, Language: "GO", Version: 317,
+		ExtFields: map[string]string{"group": "g", "topic": "orders", "queueId": "0", "offset": "2", "timestamp": "0"}})
+	require.NoError(t, err)
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	for i, s := range c.nodes {
+		require.Eventually(t, func() bool {
+			off, ok := s.Node().Committed("g", "orders", 0)
+			return ok && off == 2
+		}, 10*time.Second, 10*time.Millisecond, "node %d", i)
+	}
+}
+
+// Transactions are not replicated: a half message is refused
+// (NO_PERMISSION, as by a broker without a transaction manager), nothing
+// is stored.
+func TestTransactionalSendIsRefused(t *testing.T) {
+	c := startCluster(t, 1)
+	l := c.leader(30 * time.Second)
+	cmd := sendCmd("orders", "half")
+	cmd.ExtFields["properties"] = "TRAN_MSG\x01true\x02PGROUP\x01pg\x02UNIQ_KEY\x01abc\x02"
+	resp, err := call(c.nodes[l].BrokerAddr(), cmd)
+	require.NoError(t, err)
+	require.Equal(t, wire.NoPermission, resp.Code, resp.Remark)
+	require.Zero(t, c.nodes[l].Node().Store().Stats().Messages)
+}

@@ -1,0 +1,44 @@
+// Package replicated runs the RocketMQ-compatible remoting broker as one
+// node of a raft cluster, on examples/cluster's replica package.
+//
+// Every node runs a name server and a broker. Writes go through raft on the
+// leader: a SEND (delayed and timed ones through the leader's replicated
+// scheduler) is answered once a majority has it on disk, and consumer
+// offsets (UPDATE_CONSUMER_OFFSET, a pull's commit offset) are committed
+// through raft. Pulls, offset queries and the consumer registry are served
+// from the node's own replica.
+//
+// Routes: every node's name server answers routes whose broker
+// ("broker-a", read and write) is at the leader's address (its own while it
+// knows no leader), and which list every other node as a write-only broker
+// ("broker-a-<id>"). A send that reaches a follower is forwarded to the
+// leader and the leader's answer returned; a follower that knows no leader
+// answers SERVICE_NOT_AVAILABLE, which the official clients retry.
+//
+// Why the write-only brokers: the official v2 Go client refreshes its
+// routes every 30 s (internal._PullNameServerInterval, a constant) and on
+// no answer code, and sends only to the master (broker id 0) of a broker
+// name. What it does at once is retry a failed send on a queue of another
+// broker name. So when the leader dies, its producers' next send fails
+// over to a follower, which forwards it to the new leader as soon as one
+// is elected: sends resume within about the election timeout. Consumers
+// read "broker-a" only; they reach the new leader at their next route
+// refresh (within 30 s) and go on from the offsets they hold (a consumer
+// that starts anew reads the replicated committed offset).
+//
+// A send answered "not committed" (raft lost the entry's leadership) is
+// answered SERVICE_NOT_AVAILABLE and may still be committed by the next
+// leader: the client's retry can then store it twice. Deduplicate by
+// message key.
+//
+// An admin offset reset (INVOKE_BROKER_TO_RESET_OFFSET) on the leader goes
+// through raft too.
+//
+// Not replicated (yet): CONSUMER_SEND_MSG_BACK (refused: the client then
+// consumes the message again itself, later), transactions (half messages
+// are refused with NO_PERMISSION), the topic table and the admin's topic
+// and group configuration (every node creates topics on its own, with the
+// same defaults), orderly queue locks (every node has its own table: a new
+// leader starts with none), the gRPC endpoint, the metrics and admin HTTP
+// endpoint, and ACL (the program refuses -acl with -raft-id).
+package replicated

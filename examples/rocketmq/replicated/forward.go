@@ -1,0 +1,203 @@
+package replicated
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brokercore/brokercore/examples/cluster/replica"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
+)
+
+// forwardedField marks a forwarded send (an extField the broker ignores).
+const forwardedField = "brokercoreForwarded"
+
+// Bounds of forwarding a send to the leader.
+const (
+	DefaultForwardTimeout = 5 * time.Second
+	maxIdleForward        = 8 // idle connections kept to the leader
+)
+
+// handler is the node's broker handler: a send reaching a node that does
+// not lead is forwarded to the leader's broker and the leader's answer
+// returned (routes list the followers as write-only brokers, so that a
+// producer whose leader died retries on a live node); everything else is
+// the broker's.
+type handler struct {
+	b    *broker.Broker
+	n    *replica.Node
+	self string
+	fwd  *forwarder
+}
+
+func isSend(code int16) bool {
+	switch code {
+	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
+		return true
+	}
+	return false
+}
+
+// Serve implements transport.Handler.
+func (h *handler) Serve(ctx context.Context, c *transport.Conn, req *wire.Command) *wire.Command {
+	if !isSend(req.Code) || h.n.IsLeader() {
+		return h.b.Serve(ctx, c, req)
+	}
+	_, addr := h.n.Leader()
+	if addr == "" || addr == h.self || req.ExtFields[forwardedField] != "" {
+		// No leader to forward to, or a send forwarded here already (two
+		// nodes that each think the other leads must not pass it on forever).
+		return h.b.Serve(ctx, c, req) // the Writer answers SERVICE_NOT_AVAILABLE, or raft leads already
+	}
+	resp, err := h.fwd.call(ctx, addr, req)
+	if err != nil {
+		h.fwd.log.Info("send not forwarded to the leader", "leader", addr, "err", err)
+		return wire.NewResponse(req, wire.ServiceNotAvailable, "forward to leader "+addr+": "+err.Error())
+	}
+	if resp != nil {
+		resp.Opaque = req.Opaque
+	}
+	return resp
+}
+
+// Inline implements transport.InlineHandler: a forwarded send waits for
+// the leader, so sends are never inline here.
+func (h *handler) Inline(req *wire.Command) bool { return !isSend(req.Code) && h.b.Inline(req) }
+
+// Batch and ServeBatch implement transport.BatchHandler (the broker's: a
+// broker with a Writer batches nothing).
+func (h *handler) Batch(req *wire.Command) bool { return !isSend(req.Code) && h.b.Batch(req) }
+
+func (h *handler) ServeBatch(ctx context.Context, c *transport.Conn, reqs []*wire.Command) []*wire.Command {
+	return h.b.ServeBatch(ctx, c, reqs)
+}
+
+// ConnOpened and ConnClosed implement transport.ConnObserver.
+func (h *handler) ConnOpened(c *transport.Conn) { h.b.ConnOpened(c) }
+func (h *handler) ConnClosed(c *transport.Conn) { h.b.ConnClosed(c) }
+
+// forwarder is a small remoting client to the leader: one request at a
+// time per connection, idle connections kept per address.
+type forwarder struct {
+	log interface {
+		Info(msg string, args ...any)
+	}
+	timeout time.Duration
+	opaque  atomic.Int32
+
+	mu     sync.Mutex
+	idle   map[string][]*fconn
+	closed bool
+}
+
+type fconn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+var errForwarderClosed = errors.New("forwarder closed")
+
+// call sends req to addr and returns its answer (nil for a oneway req).
+func (f *forwarder) call(ctx context.Context, addr string, req *wire.Command) (*wire.Command, error) {
+	fc, err := f.get(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	cmd := *req
+	cmd.Opaque = f.opaque.Add(1)
+	cmd.ExtFields = maps.Clone(req.ExtFields)
+	if cmd.ExtFields == nil {
+		cmd.ExtFields = map[string]string{}
+	}
+	cmd.ExtFields[forwardedField] = "1"
+	frame, err := wire.Encode(&cmd)
+	if err != nil {
+		fc.c.Close()
+		return nil, err
+	}
+	deadline := time.Now().Add(f.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = fc.c.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = fc.c.SetDeadline(time.Unix(1, 0)) }) // the server closes
+	defer stop()
+	if _, err := fc.c.Write(frame); err != nil {
+		fc.c.Close()
+		return nil, err
+	}
+	if req.IsOneway() {
+		f.put(addr, fc)
+		return nil, nil
+	}
+	for {
+		b, err := wire.ReadFrame(fc.r, wire.DefaultMaxFrame)
+		if err != nil {
+			fc.c.Close()
+			return nil, err
+		}
+		resp, err := wire.Decode(b)
+		if err != nil {
+			fc.c.Close()
+			return nil, err
+		}
+		if resp.IsResponse() && resp.Opaque == cmd.Opaque {
+			f.put(addr, fc)
+			return resp, nil
+		}
+		// A notification from the leader, or an answer to nothing of ours.
+	}
+}
+
+func (f *forwarder) get(ctx context.Context, addr string) (*fconn, error) {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil, errForwarderClosed
+	}
+	if cs := f.idle[addr]; len(cs) > 0 {
+		fc := cs[len(cs)-1]
+		f.idle[addr] = cs[:len(cs)-1]
+		f.mu.Unlock()
+		return fc, nil
+	}
+	f.mu.Unlock()
+	d := net.Dialer{Timeout: f.timeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	return &fconn{c: c, r: bufio.NewReader(c)}, nil
+}
+
+func (f *forwarder) put(addr string, fc *fconn) {
+	_ = fc.c.SetDeadline(time.Time{})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || len(f.idle[addr]) >= maxIdleForward {
+		fc.c.Close()
+		return
+	}
+	f.idle[addr] = append(f.idle[addr], fc)
+}
+
+// close closes the idle connections; a call in flight closes its own.
+func (f *forwarder) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	for _, cs := range f.idle {
+		for _, fc := range cs {
+			fc.c.Close()
+		}
+	}
+	f.idle = nil
+}

@@ -1,0 +1,427 @@
+package replicated
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/consumer"
+	"github.com/brokercore/brokercore/examples/cluster/replica"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
+	"github.com/brokercore/brokercore/lock"
+	"github.com/brokercore/brokercore/offset"
+	"github.com/brokercore/brokercore/schedule"
+	"github.com/brokercore/brokercore/store"
+	"github.com/hashicorp/raft"
+)
+
+// Defaults of Config.
+const (
+	DefaultQueueNums       = 4
+	DefaultLockSweepEvery  = time.Second
+	DefaultConsumerScanEve = 10 * time.Second
+)
+
+// Peer is one of the cluster's initial voters.
+type Peer struct {
+	ID       string // raft server id
+	RaftAddr string // its raft address
+	// BrokerAddr is its advertised broker address, "" when not known ahead
+	// (a leader replicates its own once it leads).
+	BrokerAddr string
+}
+
+// ParsePeers parses "id=raftAddr[@brokerAddr],…" (the program's -peers).
+func ParsePeers(s string) ([]Peer, error) {
+	var ps []Peer
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, rest, ok := strings.Cut(item, "=")
+		if !ok || id == "" || rest == "" {
+			return nil, fmt.Errorf("peer %q: want id=raftAddr[@brokerAddr]", item)
+		}
+		raftAddr, brokerAddr, _ := strings.Cut(rest, "@")
+		if raftAddr == "" {
+			return nil, fmt.Errorf("peer %q: no raft address", item)
+		}
+		ps = append(ps, Peer{ID: id, RaftAddr: raftAddr, BrokerAddr: brokerAddr})
+	}
+	return ps, nil
+}
+
+// Config configures one node. Dir, ID and RaftAddr (or Transport) are
+// required.
+type Config struct {
+	// Dir holds the replica (Dir/replica) and the topic table
+	// (Dir/topics.json).
+	Dir string
+	// NameSrvAddr and BrokerAddr are the listen addresses; port 0 picks a
+	// free port. The broker's is advertised in routes and replicated.
+	NameSrvAddr, BrokerAddr string
+	// ID is the node's raft id; RaftAddr the address raft listens on.
+	ID, RaftAddr string
+	// Transport replaces raft's TCP transport (the caller closes it after
+	// Close).
+	Transport raft.Transport
+	// Peers are the initial voters, this node among them; with Bootstrap
+	// a node with no raft state yet starts the cluster from them (give
+	// every initial node the same Peers and Bootstrap).
+	Peers     []Peer
+	Bootstrap bool
+
+	QueueNums    int  // queues of an auto-created topic (default 4)
+	NoAutoCreate bool // see namesrv.NameServerOptions
+	DelayLevels  string
+	// LockMaxLiveTime is the orderly lock lease (default lock's).
+	LockMaxLiveTime  time.Duration
+	ResetNotifyDelay time.Duration
+	// HeartbeatTimeout and ElectionTimeout are raft's (0 = replica's
+	// defaults, 1 s each).
+	HeartbeatTimeout, ElectionTimeout time.Duration
+	Logger                            *slog.Logger
+}
+
+// Server is one running node.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	node   *replica.Node
+	core   *core
+	topics *broker.Topics
+	broker *broker.Broker
+	nsrv   *transport.Server
+	bsrv   *transport.Server
+	nsAddr string
+	brAddr string
+	fwd    *forwarder
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+	err  error
+}
+
+// Start opens the node's replica and starts its name server and broker.
+func Start(cfg Config) (s *Server, err error) {
+	if cfg.Dir == "" || cfg.ID == "" || (cfg.RaftAddr == "" && cfg.Transport == nil) {
+		return nil, errors.New("replicated: Dir, ID and RaftAddr (or Transport) are required")
+	}
+	if cfg.QueueNums <= 0 {
+		cfg.QueueNums = DefaultQueueNums
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s = &Server{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), stop: make(chan struct{})}
+	bl, err := net.Listen("tcp", orDefault(cfg.BrokerAddr, "127.0.0.1:0"))
+	if err != nil {
+		return nil, fmt.Errorf("broker listener: %w", err)
+	}
+	nl, err := net.Listen("tcp", orDefault(cfg.NameSrvAddr, "127.0.0.1:0"))
+	if err != nil {
+		bl.Close()
+		return nil, fmt.Errorf("name server listener: %w", err)
+	}
+	s.brAddr, s.nsAddr = advertise(bl.Addr()), advertise(nl.Addr())
+	if err := s.open(); err != nil {
+		bl.Close()
+		nl.Close()
+		s.Close()
+		return nil, err
+	}
+	s.serve(s.nsrv, nl)
+	s.serve(s.bsrv, bl)
+	s.housekeeping()
+	s.log.Info("replicated rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "raft", cfg.RaftAddr)
+	return s, nil
+}
+
+func (s *Server) open() (err error) {
+	cfg := s.cfg
+	rc := replica.Config{ID: cfg.ID, Dir: filepath.Join(cfg.Dir, "replica"), RaftAddr: cfg.RaftAddr,
+		Addr: s.brAddr, Transport: cfg.Transport, Levels: cfg.DelayLevels, Logger: cfg.Logger,
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout}
+	if cfg.Bootstrap {
+		rc.BootstrapAddrs = map[string]string{}
+		for _, p := range cfg.Peers {
+			rc.Bootstrap = append(rc.Bootstrap, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+			if p.BrokerAddr != "" {
+				rc.BootstrapAddrs[p.ID] = p.BrokerAddr
+			}
+		}
+	}
+	if s.node, err = replica.Open(rc); err != nil {
+		return err
+	}
+	if s.topics, err = broker.OpenTopics(filepath.Join(cfg.Dir, "topics.json"), cfg.QueueNums); err != nil {
+		return err
+	}
+	if s.core, err = newCore(s.node, cfg); err != nil {
+		return err
+	}
+	s.broker = broker.NewBroker(s.core, s.topics, broker.BrokerOptions{Addr: s.brAddr,
+		ResetNotifyDelay: cfg.ResetNotifyDelay, Writer: writer{s.node}, Logger: cfg.Logger})
+	s.core.late.Store(s.broker)
+	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
+		NoAutoCreate: cfg.NoAutoCreate, LeaderAddr: s.node.LeaderAddr, WriteOnly: s.followers, Logger: cfg.Logger})
+	s.nsrv = transport.NewServer(ns, transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
+	s.fwd = &forwarder{log: s.log, timeout: DefaultForwardTimeout, idle: map[string][]*fconn{}}
+	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd}
+	s.bsrv = transport.NewServer(h, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
+	return nil
+}
+
+func (s *Server) serve(rs *transport.Server, l net.Listener) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := rs.Serve(l); err != nil && !errors.Is(err, transport.ErrServerClosed) {
+			s.log.Error("listener stopped", "addr", l.Addr().String(), "err", err)
+		}
+	}()
+}
+
+// housekeeping sweeps the lock table and scans the consumer registry.
+func (s *Server) housekeeping() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		sweep := time.NewTicker(DefaultLockSweepEvery)
+		defer sweep.Stop()
+		scan := time.NewTicker(DefaultConsumerScanEve)
+		defer scan.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-sweep.C:
+				s.core.locks.Sweep()
+			case <-scan.C:
+				s.core.consumers.Scan()
+			}
+		}
+	}()
+}
+
+// Close stops the listeners, the broker and the replica. Idempotent.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		var errs []error
+		if s.nsrv != nil {
+			errs = append(errs, s.nsrv.Close())
+		}
+		if s.bsrv != nil {
+			errs = append(errs, s.bsrv.Close())
+		}
+		close(s.stop)
+		s.wg.Wait()
+		if s.fwd != nil {
+			s.fwd.close()
+		}
+		if s.broker != nil {
+			errs = append(errs, s.broker.Close())
+		}
+		if s.core != nil {
+			errs = append(errs, s.core.close())
+		}
+		if s.node != nil {
+			errs = append(errs, s.node.Close())
+		}
+		s.err = errors.Join(errs...)
+		s.log.Info("replicated rocketmq broker stopped", "err", s.err)
+	})
+	return s.err
+}
+
+// followers are the write-only brokers of the routes: every peer with a
+// broker address but the leader, named BrokerName-ID.
+func (s *Server) followers() map[string]string {
+	leader := s.node.LeaderAddr()
+	m := map[string]string{}
+	for _, p := range s.cfg.Peers {
+		a := p.BrokerAddr
+		if p.ID == s.cfg.ID {
+			a = s.brAddr
+		}
+		if a != "" && a != leader {
+			m[broker.DefaultBrokerName+"-"+p.ID] = a
+		}
+	}
+	return m
+}
+
+// Node is the node's replica.
+func (s *Server) Node() *replica.Node { return s.node }
+
+// NameSrvAddr is the name server's address.
+func (s *Server) NameSrvAddr() string { return s.nsAddr }
+
+// BrokerAddr is the broker's advertised address.
+func (s *Server) BrokerAddr() string { return s.brAddr }
+
+// Topics is the node's topic table (every node keeps its own).
+func (s *Server) Topics() *broker.Topics { return s.topics }
+
+// Broker is the remoting broker handler.
+func (s *Server) Broker() *broker.Broker { return s.broker }
+
+// core is the broker.Core of a node: the replica's store (read only: the
+// broker writes through writer), and the node's own consumer registry, lock
+// table and offset manager (the broker's epochs and views; the committed
+// offsets themselves are replicated by writer).
+type core struct {
+	late      atomic.Pointer[broker.Broker] // the events' receiver, bound once it exists
+	st        *store.Store
+	arrivals  *brokercore.Arrivals
+	unsub     func()
+	offsets   *offset.Manager
+	locks     *lock.Table
+	consumers *consumer.Registry
+}
+
+func newCore(n *replica.Node, cfg Config) (*core, error) {
+	c := &core{st: n.Store()}
+	// The long polls wake at every append the replica applies (the
+	// leader's and every follower's).
+	c.arrivals = brokercore.NewArrivals(c.st)
+	c.unsub = c.st.Subscribe(c.arrivals.Notify)
+	var err error
+	// A reset of the local offsets (the admin's INVOKE_BROKER_TO_RESET_OFFSET)
+	// goes through raft as well, or the replicated committed offset, which
+	// offset queries answer, would not move.
+	log := cfg.Logger.With("node", cfg.ID)
+	if c.offsets, err = offset.Open(offset.Options{Logger: cfg.Logger, OnReset: func(group, topic string, queueID int, off int64, _ uint64) {
+		if err := n.ResetOffset(group, topic, queueID, off); err != nil {
+			log.Warn("offset reset not replicated", "group", group, "topic", topic, "queue", queueID, "offset", off, "err", err)
+		}
+		c.arrivals.Wake(topic, queueID)
+	}}); err != nil {
+		c.unsub()
+		c.arrivals.Close()
+		return nil, err
+	}
+	c.locks = lock.New(lock.Options{MaxLiveTime: cfg.LockMaxLiveTime, Logger: cfg.Logger, OnEvent: func(ev lock.Event) {
+		if b := c.late.Load(); b != nil {
+			b.OnLockEvent(ev)
+		}
+	}})
+	c.consumers = consumer.New(consumer.Options{Logger: cfg.Logger, OnEvent: func(ev consumer.Event) {
+		if b := c.late.Load(); b != nil {
+			b.OnConsumerEvent(ev)
+		}
+	}})
+	return c, nil
+}
+
+func (c *core) Store() *store.Store           { return c.st }
+func (c *core) Offsets() *offset.Manager      { return c.offsets }
+func (c *core) Locks() *lock.Table            { return c.locks }
+func (c *core) Consumers() *consumer.Registry { return c.consumers }
+
+// Scheduler is nil: with a Writer the broker schedules nothing itself (the
+// leader's replicated scheduler does).
+func (c *core) Scheduler() *schedule.Scheduler { return nil }
+
+// Arrivals wakes the broker's long polls.
+func (c *core) Arrivals() *brokercore.Arrivals { return c.arrivals }
+
+// errSendBackNotReplicated: a broker with a Writer refuses send-backs
+// before it would ask.
+var errSendBackNotReplicated = errors.New("send back is not replicated")
+
+// SendBack is not replicated (the broker refuses CONSUMER_SEND_MSG_BACK
+// with a Writer, before it gets here).
+func (c *core) SendBack(*store.Message, string, int, int) (*store.Message, error) {
+	return nil, errSendBackNotReplicated
+}
+
+func (c *core) close() error {
+	c.unsub()
+	c.arrivals.Close()
+	return errors.Join(c.consumers.Close(), c.locks.Close(), c.offsets.Close())
+}
+
+// writer is the broker's Writer on a replica.
+type writer struct{ n *replica.Node }
+
+func (w writer) Append(msgs []*store.Message) error {
+	out, err := w.n.Produce(msgs...)
+	if err != nil {
+		return writeErr(err)
+	}
+	for i, m := range out {
+		msgs[i].LogOffset, msgs[i].QueueOffset = m.LogOffset, m.QueueOffset
+	}
+	return nil
+}
+
+func (w writer) AppendDelayed(m *store.Message, level int) (*store.Message, error) {
+	d, err := w.n.ProduceDelayed(m, level)
+	return d, writeErr(err)
+}
+
+func (w writer) AppendAt(m *store.Message, at time.Time) (*store.Message, error) {
+	d, err := w.n.ProduceAt(m, at)
+	return d, writeErr(err)
+}
+
+// CommitOffset commits through raft; an offset the replicated state
+// already holds is not proposed again (every pull carries one).
+func (w writer) CommitOffset(group, topic string, queueID int, off int64) error {
+	if cur, ok := w.n.Committed(group, topic, queueID); ok && cur == off {
+		return nil
+	}
+	return writeErr(w.n.ResetOffset(group, topic, queueID, off))
+}
+
+func (w writer) Committed(group, topic string, queueID int) (int64, bool) {
+	return w.n.Committed(group, topic, queueID)
+}
+
+// writeErr maps a replica's error onto the broker's: not the leader, not
+// committed and closed are "not writable now" (the client retries: a
+// produce that was not committed may still be, so a retry may store it
+// twice); bad input is the store's ErrInvalid.
+func writeErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, replica.ErrNotLeader), errors.Is(err, replica.ErrNotCommitted), errors.Is(err, replica.ErrClosed):
+		return fmt.Errorf("%w: %w", broker.ErrNotWritable, err)
+	case errors.Is(err, replica.ErrInvalid), errors.Is(err, replica.ErrRejected):
+		return fmt.Errorf("%w: %w", store.ErrInvalid, err)
+	}
+	return err
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// advertise turns a listener address into one a client can dial.
+func advertise(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	ip := ta.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(ta.Port))
+}
