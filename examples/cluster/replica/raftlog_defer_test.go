@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore/examples/cluster/internal/fsx"
+	"github.com/brokercore/brokercore/examples/cluster/internal/fsx/fsxtest"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )
@@ -125,16 +126,16 @@ func TestLogStoreDeferredSyncRunsBehindTheWriter(t *testing.T) {
 // the log holds at least what was durable.
 func TestLogStoreDeferredSyncFailureFailsTheLog(t *testing.T) {
 	dir := t.TempDir()
-	ff := &fsx.Faulty{}
+	ff := &fsxtest.Faulty{}
 	s, err := openLogStore(dir, logStoreOptions{FS: ff})
 	require.NoError(t, err)
 	require.NoError(t, s.StoreLogs(entries(1, 2, 1)))
 	s.deferSyncWhile(func() bool { return true })
-	ff.Fail(fsx.OpSync, 1, fsx.ENOSPC)
+	ff.Fail(fsxtest.OpSync, 1, fsxtest.ENOSPC)
 	require.NoError(t, s.StoreLogs(entries(3, 4, 1)), "the write itself went through")
 	err = s.waitDurable(4)
 	require.ErrorIs(t, err, ErrLogFailed)
-	require.ErrorIs(t, err, fsx.ENOSPC)
+	require.ErrorIs(t, err, fsxtest.ENOSPC)
 	require.ErrorIs(t, s.StoreLogs(entries(5, 5, 1)), ErrLogFailed)
 	require.ErrorIs(t, s.DeleteRange(4, 4), ErrLogFailed)
 	require.Equal(t, uint64(2), s.durableIndex())

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore/examples/cluster/internal/fsx"
+	"github.com/brokercore/brokercore/examples/cluster/internal/fsx/fsxtest"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )
@@ -386,15 +387,15 @@ func TestLogStoreRefusesASegmentThatDoesNotStartAtItsName(t *testing.T) {
 // every entry it acknowledged, followed by at most a prefix of the batch
 // that failed.
 func TestLogStoreFaultsFailTheLogAndLoseNothingAcknowledged(t *testing.T) {
-	ops := map[string]fsx.Op{"write": fsx.OpWrite, "fsync": fsx.OpSync, "open": fsx.OpOpen, "rename": fsx.OpRename, "remove": fsx.OpRemove}
+	ops := map[string]fsxtest.Op{"write": fsxtest.OpWrite, "fsync": fsxtest.OpSync, "open": fsxtest.OpOpen, "rename": fsxtest.OpRename, "remove": fsxtest.OpRemove}
 	for name, op := range ops {
 		for nth := 1; nth <= 6; nth++ {
 			t.Run(fmt.Sprintf("%s/%d", name, nth), func(t *testing.T) {
 				dir := t.TempDir()
-				ff := &fsx.Faulty{}
+				ff := &fsxtest.Faulty{}
 				s, err := openLogStore(dir, logStoreOptions{FS: ff, SegmentBytes: 300})
 				require.NoError(t, err)
-				ff.Fail(op, nth, fsx.ENOSPC)
+				ff.Fail(op, nth, fsxtest.ENOSPC)
 				// [first, acked] is acknowledged; a failed delete may
 				// have deleted what it was asked to.
 				var first, acked uint64 = 1, 0
@@ -426,7 +427,7 @@ func TestLogStoreFaultsFailTheLogAndLoseNothingAcknowledged(t *testing.T) {
 					t.Skipf("%s call %d never made", name, nth)
 				}
 				require.ErrorIs(t, err2, ErrLogFailed)
-				require.ErrorIs(t, err2, fsx.ENOSPC)
+				require.ErrorIs(t, err2, fsxtest.ENOSPC)
 				require.ErrorIs(t, s.StoreLogs(entries(acked+1, acked+1, 1)), ErrLogFailed)
 				require.ErrorIs(t, s.DeleteRange(acked, acked), ErrLogFailed)
 				require.NoError(t, s.Close())
@@ -461,19 +462,19 @@ func TestLogStoreSuffixDeletionSyncsBeforeItReturns(t *testing.T) {
 		{"back across segments", 5, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ff := &fsx.Faulty{}
+			ff := &fsxtest.Faulty{}
 			s := openTestLog(t, t.TempDir(), logStoreOptions{FS: ff, SegmentBytes: 400, PreallocBytes: -1})
 			for i := uint64(1); i <= 40; i += 5 {
 				require.NoError(t, s.StoreLogs(entries(i, i+4, 1)))
 			}
-			syncs, truncs, removes := ff.Calls(fsx.OpSync), ff.Calls(fsx.OpTruncate), ff.Calls(fsx.OpRemove)
+			syncs, truncs, removes := ff.Calls(fsxtest.OpSync), ff.Calls(fsxtest.OpTruncate), ff.Calls(fsxtest.OpRemove)
 			require.NoError(t, s.DeleteRange(c.min, 40))
-			require.Greater(t, ff.Calls(fsx.OpSync), syncs, "synced before returning")
-			require.Equal(t, c.truncates, ff.Calls(fsx.OpTruncate) > truncs)
-			require.Equal(t, c.removesAny, ff.Calls(fsx.OpRemove) > removes)
+			require.Greater(t, ff.Calls(fsxtest.OpSync), syncs, "synced before returning")
+			require.Equal(t, c.truncates, ff.Calls(fsxtest.OpTruncate) > truncs)
+			require.Equal(t, c.removesAny, ff.Calls(fsxtest.OpRemove) > removes)
 
 			require.NoError(t, s.StoreLogs(entries(c.min, 45, 2)))
-			ff.Fail(fsx.OpSync, 1, fsx.ENOSPC)
+			ff.Fail(fsxtest.OpSync, 1, fsxtest.ENOSPC)
 			require.ErrorIs(t, s.DeleteRange(c.min, 45), ErrLogFailed)
 		})
 	}

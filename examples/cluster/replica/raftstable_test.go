@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/brokercore/brokercore/examples/cluster/internal/fsx"
+	"github.com/brokercore/brokercore/examples/cluster/internal/fsx/fsxtest"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )
@@ -41,17 +42,17 @@ func TestStableStoreKeepsTermAndVoteAcrossReopen(t *testing.T) {
 }
 
 func TestStableStoreFailedWriteChangesNothing(t *testing.T) {
-	for _, op := range []fsx.Op{fsx.OpOpen, fsx.OpWrite, fsx.OpSync, fsx.OpRename} {
+	for _, op := range []fsxtest.Op{fsxtest.OpOpen, fsxtest.OpWrite, fsxtest.OpSync, fsxtest.OpRename} {
 		path := filepath.Join(t.TempDir(), "stable")
-		ff := &fsx.Faulty{}
+		ff := &fsxtest.Faulty{}
 		s, err := openStableStore(ff, path)
 		require.NoError(t, err)
 		require.NoError(t, s.SetUint64([]byte("CurrentTerm"), 3))
-		ff.Fail(op, 1, fsx.ENOSPC)
-		require.ErrorIs(t, s.SetUint64([]byte("CurrentTerm"), 4), fsx.ENOSPC)
+		ff.Fail(op, 1, fsxtest.ENOSPC)
+		require.ErrorIs(t, s.SetUint64([]byte("CurrentTerm"), 4), fsxtest.ENOSPC)
 		v, err := s.GetUint64([]byte("CurrentTerm"))
 		require.NoError(t, err)
-		if op == fsx.OpSync {
+		if op == fsxtest.OpSync {
 			// The rename may have happened before the directory fsync
 			// failed: the file holds the old or the new term.
 			require.Equal(t, uint64(3), v, "memory keeps the last acknowledged term")

@@ -101,7 +101,10 @@ func TestFSMRejectsOffsetsAndMembersOutsideTheNameRules(t *testing.T) {
 // proposed), and the log refuses such an entry (ErrInvalid, nothing
 // written, the log usable).
 func TestEntriesTooLargeForTheRaftLogAreRefused(t *testing.T) {
-	defer func(p, f int) { maxProposeBytes, maxFrameBody = p, f }(maxProposeBytes, maxFrameBody)
+	// Restored by a cleanup registered before the cluster's, so it runs
+	// after every node (whose raft goroutines read the limits) has stopped.
+	p, f := maxProposeBytes, maxFrameBody
+	t.Cleanup(func() { maxProposeBytes, maxFrameBody = p, f })
 	maxProposeBytes, maxFrameBody = 64<<10, 64<<10
 
 	c := newCluster(t, 3, nil)

@@ -1,10 +1,15 @@
-package fsx
+// Package fsxtest is the fault layer of fsx, for tests only: a Faulty FS
+// that fails the Nth open, write, fsync, rename, remove or truncate. No
+// production file imports it, so it is never compiled into a binary.
+package fsxtest
 
 import (
 	"errors"
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/brokercore/brokercore/examples/cluster/internal/fsx"
 )
 
 // Op names an operation a Faulty FS can fail.
@@ -34,7 +39,7 @@ var ENOSPC error = syscall.ENOSPC
 // safe for concurrent use. Writes through WriteAt and Write both count as
 // OpWrite.
 type Faulty struct {
-	Base FS
+	Base fsx.FS
 
 	mu     sync.Mutex
 	calls  [numOps]int
@@ -79,16 +84,16 @@ func (f *Faulty) check(op Op) error {
 	return nil
 }
 
-func (f *Faulty) base() FS {
+func (f *Faulty) base() fsx.FS {
 	if f.Base == nil {
-		return OS
+		return fsx.OS
 	}
 	return f.Base
 }
 
 // OpenFile opens through the base FS; the file's writes, syncs and
 // truncates are counted and can fail.
-func (f *Faulty) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+func (f *Faulty) OpenFile(name string, flag int, perm os.FileMode) (fsx.File, error) {
 	if err := f.check(OpOpen); err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
@@ -130,7 +135,7 @@ func (f *Faulty) SyncDir(dir string) error {
 }
 
 type faultyFile struct {
-	File
+	fsx.File
 	fs *Faulty
 }
 
