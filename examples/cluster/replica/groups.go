@@ -113,6 +113,22 @@ func OpenGroups(cfg Config, groups int) (*Groups, error) {
 	return gs, nil
 }
 
+// NewGroups routes over nodes opened elsewhere (with Open, on transports
+// of the host's choosing): node g is group g, and should have been opened
+// with Config.DeadLetterQueue = g. Close closes them. One node makes a
+// Groups of one group, which routes everything to it unchanged.
+func NewGroups(nodes ...*Node) (*Groups, error) {
+	if len(nodes) < 1 || len(nodes) > MaxGroups {
+		return nil, fmt.Errorf("groups: %d nodes, want 1..%d: %w", len(nodes), MaxGroups, ErrInvalid)
+	}
+	for g, n := range nodes {
+		if n == nil {
+			return nil, fmt.Errorf("groups: node %d is nil: %w", g, ErrInvalid)
+		}
+	}
+	return &Groups{nodes: nodes}, nil
+}
+
 // GroupDir is the directory of group g of a member whose Config.Dir is
 // dir: dir itself with one group, dir/group-<g> with more.
 func GroupDir(dir string, g, groups int) string {
