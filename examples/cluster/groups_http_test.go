@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,4 +151,55 @@ func TestHTTPGroupsRouteByQueueAndRedirectToTheGroupsLeader(t *testing.T) {
 	require.Equal(t, l0, st.Groups[0].Leader)
 	require.Equal(t, l1, st.Groups[1].Leader)
 	require.Equal(t, 1, st.Groups[1].Group)
+}
+
+// -join with -groups 2 makes the new node a voter of both groups, through
+// whichever node leads each.
+func TestHTTPGroupsJoinAddsTheNodeToEveryGroup(t *testing.T) {
+	var free []string
+	var lns []net.Listener
+	for range 4 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		lns = append(lns, ln)
+		free = append(free, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	root := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := func(i int) replica.Config {
+		id := fmt.Sprintf("n%d", i+1)
+		return replica.Config{ID: id, Dir: filepath.Join(root, id), RaftAddr: free[2*i], Addr: free[2*i+1], Logger: log,
+			HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond, LeaderLeaseTimout: 125 * time.Millisecond}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 2)
+	go func() { done <- runNode(ctx, 2, cfg(0), "") }()
+	voters := func(addr string) []int {
+		r, err := http.Get("http://" + addr + "/status")
+		if err != nil {
+			return nil
+		}
+		defer r.Body.Close()
+		var st statusJSON
+		if json.NewDecoder(r.Body).Decode(&st) != nil {
+			return nil
+		}
+		var out []int
+		for _, g := range st.Groups {
+			out = append(out, len(g.Voters))
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return slices.Equal(voters(free[1]), []int{1, 1}) }, 15*time.Second, 10*time.Millisecond)
+	go func() { done <- runNode(ctx, 2, cfg(1), free[1]) }()
+	require.Eventually(t, func() bool {
+		return slices.Equal(voters(free[1]), []int{2, 2}) && slices.Equal(voters(free[3]), []int{2, 2})
+	}, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	require.NoError(t, <-done)
 }
