@@ -345,7 +345,7 @@ func BenchmarkProduceGroups(b *testing.B) {
 				leaders[g].Store(l)
 			}
 			var retries atomic.Int64
-			withCPU(b, func() {
+			cpu := withCPU(b, func() {
 				runProducers(b, 64, func(m *store.Message) error {
 					g := members[0].GroupOf(m.QueueID)
 					for deadline := time.Now().Add(30 * time.Second); ; {
@@ -373,6 +373,9 @@ func BenchmarkProduceGroups(b *testing.B) {
 			}
 			if e > 0 {
 				b.ReportMetric(float64(p)/float64(e), "produces/entry")
+				if cpu > 0 {
+					b.ReportMetric(float64(cpu.Microseconds())/float64(e), "cpu-µs/entry")
+				}
 			}
 		})
 	}
@@ -382,6 +385,6 @@ func BenchmarkProduceGroups(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer st.Close()
-		withCPU(b, func() { runProducers(b, 64, func(m *store.Message) error { return st.Append(m) }) })
+		_ = withCPU(b, func() { runProducers(b, 64, func(m *store.Message) error { return st.Append(m) }) })
 	})
 }
