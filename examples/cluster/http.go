@@ -106,7 +106,15 @@ func (a *api) lead(w http.ResponseWriter, r *http.Request, g int) bool {
 	err := &replica.NotLeaderError{Node: a.gs.Group(g).ID(), LeaderID: id, LeaderAddr: addr, Group: g}
 	if addr != "" && addr != a.addr {
 		w.Header().Set("Location", "http://"+addr+r.URL.RequestURI())
-		writeJSON(w, http.StatusTemporaryRedirect, map[string]any{"error": err.Error(), "leader": addr, "raft_group": g})
+		body := map[string]any{"error": err.Error(), "leader": addr}
+		if a.gs.N() > 1 {
+			body["raft_group"] = g
+		}
+		writeJSON(w, http.StatusTemporaryRedirect, body)
+		return false
+	}
+	if a.gs.N() > 1 {
+		writeErr(w, fmt.Errorf("raft group %d: %w", g, err))
 		return false
 	}
 	writeErr(w, err)
