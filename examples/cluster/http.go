@@ -17,61 +17,108 @@ import (
 )
 
 // The HTTP API of one node (JSON in and out). Writes and consumption need
-// the leader: a follower answers 307 Temporary Redirect to the same path on
-// the leader's HTTP address (clients re-send the body), or 503 when no
-// leader is known. /read and /status answer locally on any node.
+// the leader of the queue's raft group: a node that does not lead it
+// answers 307 Temporary Redirect to the same path on that leader's HTTP
+// address (clients re-send the body), or 503 when no leader is known.
+// /read and /status answer locally on any node.
 //
 //	POST /produce          {"topic","queue","messages":[{"body","tags","keys","properties"}],"delay_level"}
 //	POST /pop              {"group","topic","queue","max","invisible_ms","poll_ms","filter"}
 //	POST /ack              {"handle"}
 //	POST /change-invisible {"handle","invisible_ms"}
 //	POST /produce          {…,"deliver_at_ms"}  a timer (one message)
-//	POST /cancel           {"uniq_key"}          cancel a pending timer
-//	POST /members          {"id","raft_addr","http_addr"}   add a voter
-//	POST /members/remove   {"id"}
+//	POST /cancel           {"uniq_key","queue"}  cancel a pending timer
+//	POST /offsets/reset    {"group","topic","queue","offset"}
+//	GET  /offsets?group=&topic=&queue=
+//	POST /members          {"id","raft_addr","http_addr","raft_group"}   add a voter
+//	POST /members/remove   {"id","raft_group"}
 //	GET  /read?topic=&queue=&offset=&max=
 //	GET  /status
 func Handler(n *replica.Node, addr string, now func() time.Time) http.Handler {
+	gs, _ := replica.NewGroups(n) // one node: never an error
+	return GroupsHandler(gs, addr, now)
+}
+
+// GroupsHandler is the HTTP API over several raft groups: a request is
+// served by the group of its queue (replica.GroupOf), a pop handle names
+// its group, membership requests name theirs ("raft_group", default 0).
+func GroupsHandler(gs *replica.Groups, addr string, now func() time.Time) http.Handler {
 	if now == nil {
 		now = time.Now
 	}
-	a := &api{n: n, addr: addr, now: now}
+	a := &api{gs: gs, addr: addr, now: now}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /produce", a.leaderOnly(a.handleProduce))
 	mux.HandleFunc("POST /pop", a.leaderOnly(a.handlePop))
 	mux.HandleFunc("POST /ack", a.leaderOnly(a.handleAck))
 	mux.HandleFunc("POST /change-invisible", a.leaderOnly(a.handleChangeInvisible))
 	mux.HandleFunc("POST /cancel", a.leaderOnly(a.handleCancel))
+	mux.HandleFunc("POST /offsets/reset", a.leaderOnly(a.handleResetOffset))
+	mux.HandleFunc("GET /offsets", a.handleOffsets)
 	mux.HandleFunc("POST /members", a.leaderOnly(a.handleAddMember))
 	mux.HandleFunc("POST /members/remove", a.leaderOnly(a.handleRemoveMember))
 	mux.HandleFunc("GET /read", a.handleRead)
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, n.Status()) })
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, groupsStatus(gs)) })
 	return mux
+}
+
+// statusJSON is /status: the node's status in its first raft group and,
+// with several groups, every group's.
+type statusJSON struct {
+	replica.Status
+	Groups []replica.Status `json:"groups,omitempty"`
+}
+
+func groupsStatus(gs *replica.Groups) statusJSON {
+	all := gs.Status()
+	s := statusJSON{Status: all[0]}
+	if len(all) > 1 {
+		s.Groups = all
+	}
+	return s
 }
 
 // api is the HTTP API of one node.
 type api struct {
-	n    *replica.Node
+	gs   *replica.Groups
 	addr string // this node's HTTP address (replica.Config.Addr)
 	now  func() time.Time
 }
 
-// leaderOnly redirects to the leader unless this node leads.
+// leaderOnly redirects to the leader before reading the request when there
+// is one raft group; with several, each handler redirects to the leader of
+// its request's group (lead) once it read which one that is.
 func (a *api) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if a.n.IsLeader() {
+		if a.gs.N() > 1 || a.lead(w, r, 0) {
 			h(w, r)
-			return
 		}
-		id, addr := a.n.Leader()
-		err := &replica.NotLeaderError{Node: a.n.ID(), LeaderID: id, LeaderAddr: addr}
-		if addr != "" && addr != a.addr {
-			w.Header().Set("Location", "http://"+addr+r.URL.RequestURI())
-			writeJSON(w, http.StatusTemporaryRedirect, map[string]string{"error": err.Error(), "leader": addr})
-			return
-		}
-		writeErr(w, err)
 	}
+}
+
+// lead reports whether this node leads raft group g; if not, it answers
+// the redirect to g's leader (or 503 when none is known).
+func (a *api) lead(w http.ResponseWriter, r *http.Request, g int) bool {
+	if a.gs.IsLeader(g) {
+		return true
+	}
+	id, addr := a.gs.Leader(g)
+	err := &replica.NotLeaderError{Node: a.gs.Group(g).ID(), LeaderID: id, LeaderAddr: addr, Group: g}
+	if addr != "" && addr != a.addr {
+		w.Header().Set("Location", "http://"+addr+r.URL.RequestURI())
+		body := map[string]any{"error": err.Error(), "leader": addr}
+		if a.gs.N() > 1 {
+			body["raft_group"] = g
+		}
+		writeJSON(w, http.StatusTemporaryRedirect, body)
+		return false
+	}
+	if a.gs.N() > 1 {
+		writeErr(w, fmt.Errorf("raft group %d: %w", g, err))
+		return false
+	}
+	writeErr(w, err)
+	return false
 }
 
 type msgJSON struct {
@@ -103,7 +150,7 @@ type produceReq struct {
 
 func (a *api) handleProduce(w http.ResponseWriter, r *http.Request) {
 	var req produceReq
-	if !readJSON(w, r, &req) {
+	if !readJSON(w, r, &req) || !a.lead(w, r, a.gs.GroupOf(req.Queue)) {
 		return
 	}
 	msgs := make([]*store.Message, 0, len(req.Messages))
@@ -120,16 +167,16 @@ func (a *api) handleProduce(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("delay_level or deliver_at_ms, not both: %w", replica.ErrInvalid)
 	case req.DeliverAt != 0:
 		var m *store.Message
-		if m, err = a.n.ProduceAt(msgs[0], time.UnixMilli(req.DeliverAt)); err == nil {
+		if m, err = a.gs.ProduceAt(msgs[0], time.UnixMilli(req.DeliverAt)); err == nil {
 			out = []*store.Message{m}
 		}
 	case req.DelayLevel != 0:
 		var m *store.Message
-		if m, err = a.n.ProduceDelayed(msgs[0], req.DelayLevel); err == nil {
+		if m, err = a.gs.ProduceDelayed(msgs[0], req.DelayLevel); err == nil {
 			out = []*store.Message{m}
 		}
 	default:
-		out, err = a.n.Produce(msgs...)
+		out, err = a.gs.Produce(msgs...)
 	}
 	if err != nil {
 		writeErr(w, err)
@@ -164,10 +211,13 @@ func (a *api) handlePop(w http.ResponseWriter, r *http.Request) {
 	q := pop.AllQueues
 	if req.Queue != nil {
 		q = *req.Queue
+		if !a.lead(w, r, a.gs.GroupOf(q)) {
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(req.PollMS)*time.Millisecond+5*time.Second)
 	defer cancel()
-	res, err := a.n.Pop(ctx, pop.Request{Group: req.Group, Topic: req.Topic, QueueID: q, Max: req.Max,
+	res, err := a.gs.Pop(ctx, pop.Request{Group: req.Group, Topic: req.Topic, QueueID: q, Max: req.Max,
 		Invisible: time.Duration(req.InvisibleMS) * time.Millisecond, Poll: time.Duration(req.PollMS) * time.Millisecond,
 		Filter: req.Filter, ClientID: r.RemoteAddr})
 	if err != nil {
@@ -192,10 +242,10 @@ type handleReq struct {
 
 func (a *api) handleAck(w http.ResponseWriter, r *http.Request) {
 	var req handleReq
-	if !readJSON(w, r, &req) {
+	if !readJSON(w, r, &req) || !a.leadHandle(w, r, req.Handle) {
 		return
 	}
-	if err := a.n.Ack(req.Handle); err != nil {
+	if err := a.gs.Ack(req.Handle); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -204,10 +254,10 @@ func (a *api) handleAck(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) handleChangeInvisible(w http.ResponseWriter, r *http.Request) {
 	var req handleReq
-	if !readJSON(w, r, &req) {
+	if !readJSON(w, r, &req) || !a.leadHandle(w, r, req.Handle) {
 		return
 	}
-	h, err := a.n.ChangeInvisible(req.Handle, time.Duration(req.InvisibleMS)*time.Millisecond)
+	h, err := a.gs.ChangeInvisible(req.Handle, time.Duration(req.InvisibleMS)*time.Millisecond)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -218,11 +268,12 @@ func (a *api) handleChangeInvisible(w http.ResponseWriter, r *http.Request) {
 func (a *api) handleCancel(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		UniqKey string `json:"uniq_key"`
+		Queue   int    `json:"queue"` // the timer's queue: its raft group
 	}
-	if !readJSON(w, r, &req) {
+	if !readJSON(w, r, &req) || !a.lead(w, r, a.gs.GroupOf(req.Queue)) {
 		return
 	}
-	if err := a.n.CancelTimer(req.UniqKey); err != nil {
+	if err := a.gs.CancelTimer(req.Queue, req.UniqKey); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -230,33 +281,50 @@ func (a *api) handleCancel(w http.ResponseWriter, r *http.Request) {
 }
 
 type memberReq struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr"`
+	ID        string `json:"id"`
+	RaftAddr  string `json:"raft_addr"`
+	HTTPAddr  string `json:"http_addr"`
+	RaftGroup int    `json:"raft_group,omitempty"` // with several raft groups: which one
+}
+
+// leadHandle is lead for the group a pop handle names (a handle naming
+// none is answered by the call it is for).
+func (a *api) leadHandle(w http.ResponseWriter, r *http.Request, handle string) bool {
+	g, _, err := a.gs.HandleGroup(handle)
+	return err != nil || a.lead(w, r, g)
+}
+
+// memberGroup checks the request's raft group and leads it.
+func (a *api) memberGroup(w http.ResponseWriter, r *http.Request, req memberReq) bool {
+	if req.RaftGroup < 0 || req.RaftGroup >= a.gs.N() {
+		writeErr(w, fmt.Errorf("raft_group %d of %d: %w", req.RaftGroup, a.gs.N(), replica.ErrInvalid))
+		return false
+	}
+	return a.lead(w, r, req.RaftGroup)
 }
 
 func (a *api) handleAddMember(w http.ResponseWriter, r *http.Request) {
 	var req memberReq
-	if !readJSON(w, r, &req) {
+	if !readJSON(w, r, &req) || !a.memberGroup(w, r, req) {
 		return
 	}
-	if err := a.n.AddMember(req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
+	if err := a.gs.AddMember(req.RaftGroup, req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a.n.Status())
+	writeJSON(w, http.StatusOK, a.gs.Status()[req.RaftGroup])
 }
 
 func (a *api) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
 	var req memberReq
-	if !readJSON(w, r, &req) {
+	if !readJSON(w, r, &req) || !a.memberGroup(w, r, req) {
 		return
 	}
-	if err := a.n.RemoveMember(req.ID); err != nil {
+	if err := a.gs.RemoveMember(req.RaftGroup, req.ID); err != nil {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a.n.Status())
+	writeJSON(w, http.StatusOK, a.gs.Status()[req.RaftGroup])
 }
 
 func (a *api) handleRead(w http.ResponseWriter, r *http.Request) {
@@ -268,7 +336,7 @@ func (a *api) handleRead(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("read: queue, offset and max must be integers: %w", replica.ErrInvalid))
 		return
 	}
-	msgs, err := a.n.Read(q.Get("topic"), queue, offset, maxN)
+	msgs, err := a.gs.Read(q.Get("topic"), queue, offset, maxN)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -280,6 +348,38 @@ func (a *api) handleRead(w http.ResponseWriter, r *http.Request) {
 		out.Messages = append(out.Messages, toJSON(m))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+type offsetReq struct {
+	Group  string `json:"group"`
+	Topic  string `json:"topic"`
+	Queue  int    `json:"queue"`
+	Offset int64  `json:"offset"`
+}
+
+func (a *api) handleResetOffset(w http.ResponseWriter, r *http.Request) {
+	var req offsetReq
+	if !readJSON(w, r, &req) || !a.lead(w, r, a.gs.GroupOf(req.Queue)) {
+		return
+	}
+	if err := a.gs.ResetOffset(req.Group, req.Topic, req.Queue, req.Offset); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+// handleOffsets answers a consumer group's replicated committed offset of
+// a queue (any node; a follower may lag).
+func (a *api) handleOffsets(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	queue, err := strconv.Atoi(q.Get("queue"))
+	if err != nil || queue < 0 {
+		writeErr(w, fmt.Errorf("offsets: queue must be an integer >= 0: %w", replica.ErrInvalid))
+		return
+	}
+	off, ok := a.gs.Committed(q.Get("group"), q.Get("topic"), queue)
+	writeJSON(w, http.StatusOK, map[string]any{"offset": off, "committed": ok, "raft_group": a.gs.GroupOf(queue)})
 }
 
 const maxRequestBody = 8 << 20

@@ -44,6 +44,7 @@ func run(args []string) int {
 	cluster := fs.String("cluster", "", "expected cluster id (refuse another cluster's data directory)")
 	verbose := fs.Bool("v", false, "debug logging")
 	timeout := fs.Duration("heartbeat", replica.DefaultHeartbeatTimeout, "raft heartbeat and election timeout (failover takes about twice this)")
+	groups := fs.Int("groups", 1, "raft groups the queues are sharded over (queue q in group q mod N); a data directory keeps its number")
 	logStore := fs.String("log-store", "", `raft log: "segment" (one fsync per batch) or "bolt"; default: the data directory's, "segment" for a new one`)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -57,9 +58,9 @@ func run(args []string) int {
 	defer stop()
 	var err error
 	if *bootstrap {
-		err = runLocal(ctx, *data, log, os.Stderr)
+		err = runLocalGroups(ctx, *data, *groups, log, os.Stderr)
 	} else {
-		err = runNode(ctx, replica.Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, Addr: *httpAddr, ClusterID: *cluster, Logger: log,
+		err = runNode(ctx, *groups, replica.Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, Addr: *httpAddr, ClusterID: *cluster, Logger: log,
 			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout, LogStore: *logStore}, *join)
 	}
 	if err != nil {
@@ -69,14 +70,14 @@ func run(args []string) int {
 	return 0
 }
 
-// server is a node with its HTTP API.
+// server is a node (its raft groups) with its HTTP API.
 type server struct {
-	node *replica.Node
+	gs   *replica.Groups
 	http *http.Server
 	done chan error
 }
 
-func serve(cfg replica.Config) (*server, error) {
+func serve(cfg replica.Config, groups int) (*server, error) {
 	if cfg.Addr == "" {
 		return nil, fmt.Errorf("-http-addr is required: %w", replica.ErrInvalid)
 	}
@@ -84,17 +85,16 @@ func serve(cfg replica.Config) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var node *replica.Node
+	var gs *replica.Groups
 	if cfg.Probe == nil {
-		cfg.Probe = func(id, _, addr string) error { return httpProbe(node, id, addr) }
+		cfg.Probe = func(id, _, addr string) error { return httpProbe(gs.Group(0), id, addr) }
 	}
-	n, err := replica.Open(cfg)
+	gs, err = replica.OpenGroups(cfg, groups)
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
 	}
-	node = n
-	s := &server{node: n, http: &http.Server{Handler: Handler(n, cfg.Addr, cfg.Now), ReadHeaderTimeout: 5 * time.Second}, done: make(chan error, 1)}
+	s := &server{gs: gs, http: &http.Server{Handler: GroupsHandler(gs, cfg.Addr, cfg.Now), ReadHeaderTimeout: 5 * time.Second}, done: make(chan error, 1)}
 	go func() { s.done <- s.http.Serve(ln) }()
 	return s, nil
 }
@@ -106,10 +106,10 @@ func (s *server) close() error {
 	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}
-	return errors.Join(err, s.node.Close())
+	return errors.Join(err, s.gs.Close())
 }
 
-func runNode(ctx context.Context, cfg replica.Config, join string) error {
+func runNode(ctx context.Context, groups int, cfg replica.Config, join string) error {
 	if cfg.ID == "" || cfg.RaftAddr == "" {
 		return fmt.Errorf("-id, -raft-addr and -http-addr are required (or -bootstrap): %w", replica.ErrInvalid)
 	}
@@ -120,14 +120,16 @@ func runNode(ctx context.Context, cfg replica.Config, join string) error {
 	if join == "" {
 		cfg.Bootstrap = []raft.Server{{ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(cfg.RaftAddr)}}
 	}
-	s, err := serve(cfg)
+	s, err := serve(cfg, groups)
 	if err != nil {
 		return err
 	}
 	if join != "" && fresh {
-		if err := joinCluster(ctx, join, memberReq{ID: cfg.ID, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.Addr}); err != nil {
-			_ = s.close()
-			return err
+		for g := range groups { // a member of every raft group
+			if err := joinCluster(ctx, join, memberReq{ID: cfg.ID, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.Addr, RaftGroup: g}); err != nil {
+				_ = s.close()
+				return fmt.Errorf("raft group %d: %w", g, err)
+			}
 		}
 	}
 	cfg.Logger.Info("cluster: node up", "node", cfg.ID, "raft_addr", cfg.RaftAddr, "http_addr", cfg.Addr)
@@ -135,10 +137,18 @@ func runNode(ctx context.Context, cfg replica.Config, join string) error {
 	return s.close()
 }
 
-// isFresh reports whether dir holds no raft state yet.
+// isFresh reports whether dir holds no raft state yet (of one group, or
+// of several: dir/groups.json).
 func isFresh(dir string) (bool, error) {
 	has, err := replica.HasState(dir)
-	return !has, err
+	if has || err != nil {
+		return !has, err
+	}
+	_, err = os.Stat(filepath.Join(dir, "groups.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return true, nil
+	}
+	return false, err
 }
 
 // httpProbe is the replica's Probe: the node to add must answer /status
@@ -248,9 +258,15 @@ func free(addrs []string) bool {
 	return true
 }
 
-// runLocal runs three nodes on loopback in this process and prints their
-// addresses to out.
+// runLocal runs three nodes of one raft group on loopback in this process
+// and prints their addresses to out.
 func runLocal(ctx context.Context, data string, log *slog.Logger, out io.Writer) error {
+	return runLocalGroups(ctx, data, 1, log, out)
+}
+
+// runLocalGroups is runLocal with the queues sharded over groups raft
+// groups.
+func runLocalGroups(ctx context.Context, data string, groups int, log *slog.Logger, out io.Writer) error {
 	raftAddrs, httpAddrs, err := localAddrs()
 	if err != nil {
 		return err
@@ -276,18 +292,18 @@ func runLocal(ctx context.Context, data string, log *slog.Logger, out io.Writer)
 	}
 	for _, cfg := range cfgs {
 		cfg.Bootstrap, cfg.BootstrapAddrs = servers, bootAddrs
-		s, err := serve(cfg)
+		s, err := serve(cfg, groups)
 		if err != nil {
 			return errors.Join(err, closeAll())
 		}
 		up = append(up, s)
 	}
-	fmt.Fprintf(out, `3 nodes up: HTTP on %s, %s, %s (data in %s). Try:
+	fmt.Fprintf(out, `3 nodes up, %d raft group(s): HTTP on %s, %s, %s (data in %s). Try:
   curl -sL %s/produce -d '{"topic":"t","queue":0,"messages":[{"body":"hello"}]}'
   curl -sL %s/pop -d '{"group":"g","topic":"t","queue":0,"max":8}'
   curl -s %s/status
 Ctrl-C stops them.
-`, httpAddrs[0], httpAddrs[1], httpAddrs[2], data, httpAddrs[1], httpAddrs[0], httpAddrs[2])
+`, groups, httpAddrs[0], httpAddrs[1], httpAddrs[2], data, httpAddrs[1], httpAddrs[0], httpAddrs[2])
 	<-ctx.Done()
 	return closeAll()
 }

@@ -29,6 +29,7 @@ func freeAddr(t *testing.T) string {
 // proc is one node running in a child process of the test binary.
 type proc struct {
 	id, raft, http, dir, join string
+	groups                    int // -groups, 0 = the default
 	cmd                       *exec.Cmd
 	log                       *os.File
 }
@@ -38,6 +39,9 @@ func (p *proc) start(t *testing.T) {
 	args := fmt.Sprintf("-id %s -raft-addr %s -http-addr %s -data %s -heartbeat 200ms", p.id, p.raft, p.http, p.dir)
 	if p.join != "" {
 		args += " -join " + p.join
+	}
+	if p.groups != 0 {
+		args += fmt.Sprintf(" -groups %d", p.groups)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+args)

@@ -1,11 +1,13 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,24 +273,110 @@ func BenchmarkProducePolicy(b *testing.B) {
 	})
 }
 
-// BenchmarkProduceGroups shards the queues of the 64-producer row over N
-// independent raft groups in this process (each three nodes with its own
-// leader, raft log and store; queue q goes to group q mod N): how far one
-// group's serial round is what bounds replicated produce. A measurement
-// of the idea only: routing, membership and the scheduler per group are
-// not built (issue 28, "several raft groups"). SyncGroup runs last, for
-// same-run ratios.
+// benchGroups is three members of groups raft groups in this process
+// (OpenGroups: one TCP listener per member on 127.0.0.1, each group with
+// its own fsynced raft log and store), with the throughput runs' timeouts.
+func benchGroups(b *testing.B, groups int) []*Groups {
+	b.Helper()
+	root := b.TempDir()
+	var servers []raft.Server
+	var cfgs []Config
+	for i := 1; i <= 3; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		id := fmt.Sprintf("n%d", i)
+		cfgs = append(cfgs, Config{ID: id, Dir: filepath.Join(root, id), RaftAddr: addr,
+			ApplyTimeout: 10 * time.Second, SnapshotThreshold: 1 << 30})
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
+	}
+	var members []*Groups
+	b.Cleanup(func() {
+		for _, gs := range members {
+			_ = gs.Close()
+		}
+	})
+	for _, cfg := range cfgs {
+		cfg.Bootstrap = servers
+		gs, err := OpenGroups(cfg, groups)
+		if err != nil {
+			b.Fatal(err)
+		}
+		members = append(members, gs)
+	}
+	return members
+}
+
+// groupLeaders is, per group, the member that leads it.
+func groupLeaders(b *testing.B, members []*Groups) []*Groups {
+	b.Helper()
+	out := make([]*Groups, members[0].N())
+	for g := range out {
+		nodes := make([]*Node, len(members))
+		for i, gs := range members {
+			nodes[i] = gs.Group(g)
+		}
+		l := leaderOf(b, nodes)
+		for _, gs := range members {
+			if gs.Group(g) == l {
+				out[g] = gs
+			}
+		}
+	}
+	return out
+}
+
+// BenchmarkProduceGroups is the 64-producer, 1 KiB replicated row over N
+// raft groups (Groups: queue q in group q mod N, the producers' eight
+// queues spread over the groups; each produce goes to its group's leader
+// through Groups.Produce), with single-node SyncGroup in the same run for
+// ratios. cpu-µs/msg and cores say what the run cost the machine. Run one
+// sub-benchmark per process, alternated (-bench
+// 'ProduceGroups/replicated/groups=4' then 'ProduceGroups/single', ...).
 func BenchmarkProduceGroups(b *testing.B) {
 	for _, groups := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("replicated/groups=%d/producers=64", groups), func(b *testing.B) {
-			leaders := make([]*Node, groups)
-			for g := range leaders {
-				leaders[g] = leaderOf(b, benchCluster(b, LogStoreSegment, false))
+			members := benchGroups(b, groups)
+			leaders := make([]atomic.Pointer[Groups], groups)
+			for g, l := range groupLeaders(b, members) {
+				leaders[g].Store(l)
 			}
-			runProducers(b, 64, func(m *store.Message) error {
-				_, err := leaders[m.QueueID%groups].Produce(m)
-				return err
+			var retries atomic.Int64
+			cpu := withCPU(b, func() {
+				runProducers(b, 64, func(m *store.Message) error {
+					g := members[0].GroupOf(m.QueueID)
+					for deadline := time.Now().Add(30 * time.Second); ; {
+						_, err := leaders[g].Load().Produce(m)
+						if err == nil || (!errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrNotCommitted)) || time.Now().After(deadline) {
+							return err
+						}
+						// a leader change under load: find the new one
+						retries.Add(1)
+						for _, gs := range members {
+							if gs.IsLeader(g) {
+								leaders[g].Store(gs)
+							}
+						}
+						time.Sleep(time.Millisecond)
+					}
+				})
 			})
+			b.ReportMetric(float64(retries.Load()), "retries")
+			var p, e uint64
+			for g := range leaders {
+				l := leaders[g].Load()
+				bs := &l.Group(g).batch.stats
+				p, e = p+bs.Produces.Load(), e+bs.Entries.Load()
+			}
+			if e > 0 {
+				b.ReportMetric(float64(p)/float64(e), "produces/entry")
+				if cpu > 0 {
+					b.ReportMetric(float64(cpu.Microseconds())/float64(e), "cpu-µs/entry")
+				}
+			}
 		})
 	}
 	b.Run("single/SyncGroup/producers=64", func(b *testing.B) {
@@ -297,6 +385,6 @@ func BenchmarkProduceGroups(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer st.Close()
-		runProducers(b, 64, func(m *store.Message) error { return st.Append(m) })
+		_ = withCPU(b, func() { runProducers(b, 64, func(m *store.Message) error { return st.Append(m) }) })
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/brokercore/brokercore/store"
 	"github.com/hashicorp/raft"
 )
 
@@ -68,6 +69,10 @@ type Config struct {
 	Levels string
 	// ScheduleTick is the scheduler's re-check period (0 = its default).
 	ScheduleTick time.Duration
+	// DeadLetterQueue is the queue of the dead-letter topics ("%DLQ%G")
+	// that this node's pop writes to (0 by default). OpenGroups sets group
+	// g's to g, so that dead letters follow the routing rule (GroupOf).
+	DeadLetterQueue int
 	// CommitEvery is how often acknowledged consumer offsets are committed
 	// through raft, in one entry for all queues.
 	CommitEvery time.Duration
@@ -120,6 +125,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := checkMember(c.ID, c.Addr); err != nil {
 		return c, fmt.Errorf("config: %w", err)
+	}
+	if c.DeadLetterQueue < 0 || c.DeadLetterQueue > store.MaxQueueID {
+		return c, fmt.Errorf("config: DeadLetterQueue %d outside 0..%d: %w", c.DeadLetterQueue, store.MaxQueueID, ErrInvalid)
 	}
 	if c.Transport == nil && c.RaftAddr == "" {
 		return c, fmt.Errorf("config: RaftAddr or Transport is required: %w", ErrInvalid)

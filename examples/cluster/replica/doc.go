@@ -29,4 +29,18 @@
 // decides the same and goes on. ErrNotCommitted means raft did not confirm
 // the entry: it may still be committed by the next leader, so clients that
 // retry should deduplicate by message keys.
+//
+// # Several raft groups
+//
+// Groups (OpenGroups) runs several raft groups in one process and shards
+// the queues over them: queue q of every topic belongs to group q mod N
+// (GroupOf), on every member and across restarts (a data directory keeps
+// its N). Each group is a whole Node — its own leader, raft log, store and
+// directory, membership (AddMember/RemoveMember name the group), snapshots,
+// and a scheduler on its leader over its store, fenced by its raft — and
+// all of a process's groups share one TCP listener (each connection names
+// its group). Groups' Produce, Pop, Ack, ResetOffset, … route by queue and
+// answer the group's *NotLeaderError (NotLeaderError.Group, the group's
+// leader); a pop names its queue, its handles name their group. With one
+// group, Groups is exactly a Node on Config.Dir.
 package replica

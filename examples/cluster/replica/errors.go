@@ -62,6 +62,7 @@ type NotLeaderError struct {
 	LeaderID       string // the leader's raft id, "" when none is known
 	LeaderRaftAddr string // its raft address
 	LeaderAddr     string // its client address (Config.Addr), "" when unknown
+	Group          int    // the raft group refused in (Groups), 0 for a Node of its own
 }
 
 func (e *NotLeaderError) Error() string {

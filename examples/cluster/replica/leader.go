@@ -105,10 +105,10 @@ func (n *Node) newScheduler(sl *schedLog) (*schedule.Scheduler, error) {
 }
 
 // deadLetter is pop's DeadLetter: the message goes through raft to the
-// group's dead-letter topic, queue 0.
+// group's dead-letter topic, queue Config.DeadLetterQueue.
 func (n *Node) deadLetter(group string, m *store.Message) error {
 	d := &store.Message{
-		Topic: DeadLetterPrefix + group, Tags: m.Tags, Keys: m.Keys, Body: m.Body,
+		Topic: DeadLetterPrefix + group, QueueID: n.cfg.DeadLetterQueue, Tags: m.Tags, Keys: m.Keys, Body: m.Body,
 		Properties: m.Properties, BornAt: m.BornAt, ReconsumeTimes: m.ReconsumeTimes,
 	}
 	_, err := n.produce([]*store.Message{d})

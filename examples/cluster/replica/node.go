@@ -546,6 +546,7 @@ func (n *Node) ReadLinearizable(topic string, queueID int, offset int64, max int
 // Status is what /status reports.
 type Status struct {
 	ID           string   `json:"id"`
+	Group        int      `json:"raft_group,omitempty"` // the raft group (Groups.Status), 0 for a Node of its own
 	Cluster      string   `json:"cluster"`
 	Role         string   `json:"role"`
 	Term         uint64   `json:"term"`

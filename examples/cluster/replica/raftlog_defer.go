@@ -230,8 +230,14 @@ func clampCommits(t raft.Transport, durable func() uint64) (raft.Transport, bool
 	return &commitClamp{Transport: t, durable: durable}, true
 }
 
+// clamp writes req only when it must: raft's heartbeat sends one request
+// value again and again, and an in-memory transport hands the receiver a
+// pointer to it, which it may still be reading when the next heartbeat
+// goes out (a data race for a write of the same value).
 func (c *commitClamp) clamp(req *raft.AppendEntriesRequest) {
-	req.LeaderCommitIndex = min(req.LeaderCommitIndex, c.durable())
+	if d := c.durable(); req.LeaderCommitIndex > d {
+		req.LeaderCommitIndex = d
+	}
 }
 
 func (c *commitClamp) AppendEntries(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
