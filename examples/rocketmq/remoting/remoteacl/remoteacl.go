@@ -24,6 +24,7 @@
 //	CONSUMER_SEND_MSG_BACK          Sub on the group, and on the topic of the
 //	                                message it names (Options.TopicAt)
 //	END_TRANSACTION                 Pub on the topic when the request names one
+//	AUTH_GET/LIST_USER, _ACL        Get on "*" (Apache: Get on the cluster)
 //	any other code                  Update on "*" (a super user, or a rule on "*")
 package remoteacl
 
@@ -40,6 +41,7 @@ import (
 	"sync/atomic"
 
 	"github.com/brokercore/brokercore/acl"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/authadmin"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 )
@@ -302,6 +304,8 @@ func appendNeeds(ns []Need, req *wire.Command, topicAt func(int64) (string, erro
 		if ext["topic"] != "" {
 			topics(acl.Pub, "topic")
 		}
+	case authadmin.CodeGetUser, authadmin.CodeListUser, authadmin.CodeGetACL, authadmin.CodeListACL:
+		ns = append(ns, Need{acl.Resource{Kind: acl.AnyKind, Name: "request code " + strconv.Itoa(int(req.Code))}, acl.Get})
 	default:
 		ns = append(ns, Need{acl.Resource{Kind: acl.AnyKind, Name: "request code " + strconv.Itoa(int(req.Code))}, acl.Update})
 	}
