@@ -247,9 +247,30 @@ func (a *Authorizer) authenticateRemoting(fields map[string]string, body []byte)
 	ok := m.verifyRemoting(fields, body)
 	u.putMAC(m)
 	if !ok {
-		return ak, ErrBadSignature
+		return ak, badRemotingSignature(u, fields, body)
 	}
 	return ak, nil
+}
+
+// badRemotingSignature explains a mismatch. SecurityToken is signed like
+// every other field (Apache's broker and Java's AclClientRPCHook sign it;
+// neither checks it otherwise), but rocketmq-client-go/v2 sends it without
+// signing it: such a request is refused, with a remark saying so.
+func badRemotingSignature(u *user, fields map[string]string, body []byte) error {
+	if _, ok := fields[FieldSecurityToken]; !ok {
+		return ErrBadSignature
+	}
+	rest := make(map[string]string, len(fields))
+	for k, v := range fields {
+		if k != FieldSecurityToken {
+			rest[k] = v
+		}
+	}
+	if !VerifyRemoting(u.secret, rest, body) {
+		return ErrBadSignature
+	}
+	return fmt.Errorf("%w: the SecurityToken field is not signed (rocketmq-client-go/v2 sends it unsigned, "+
+		"and Apache's broker refuses that too): leave Credentials.SecurityToken empty", ErrBadSignature)
 }
 
 // AuthenticateSecret checks a plain access key and secret (an HTTP admin
