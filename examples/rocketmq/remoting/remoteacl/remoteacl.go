@@ -165,26 +165,31 @@ func (h *Handler) ConnClosed(c *transport.Conn) {
 
 // check authenticates and authorizes req; a non-nil answer refuses it.
 func (h *Handler) check(c *transport.Conn, req *wire.Command) *wire.Command {
+	return h.verdict(c.RemoteAddr(), req)
+}
+
+// verdict is check for a request from addr.
+func (h *Handler) verdict(addr net.Addr, req *wire.Command) *wire.Command {
 	user, err := h.az.AuthenticateRemoting(req.ExtFields, req.Body)
 	if err != nil {
 		h.unauthenticated.Add(1)
 		h.log.Info("remoting request unauthenticated", "code", req.Code, "user", user,
-			"client", c.RemoteAddr().String(), "err", err)
+			"client", addr.String(), "err", err)
 		return wire.NewResponse(req, wire.NoPermission, err.Error())
 	}
 	var buf [4]Need
 	needs, err := appendNeeds(buf[:0], req, h.opts.TopicAt)
 	if err != nil {
 		h.denied.Add(1)
-		h.log.Info("remoting request refused", "code", req.Code, "user", user, "client", c.RemoteAddr().String(), "err", err)
+		h.log.Info("remoting request refused", "code", req.Code, "user", user, "client", addr.String(), "err", err)
 		return wire.NewResponse(req, wire.NoPermission, "acl: "+err.Error())
 	}
-	ip := remoteIP(c.RemoteAddr())
+	ip := remoteIP(addr)
 	for _, n := range needs {
 		if _, err := h.az.Authorize(user, n.Resource, n.Action, ip); err != nil {
 			h.denied.Add(1)
 			h.log.Info("remoting request denied", "code", req.Code, "user", user, "resource", n.Resource.String(),
-				"action", n.Action.String(), "client", c.RemoteAddr().String())
+				"action", n.Action.String(), "client", addr.String())
 			return wire.NewResponse(req, wire.NoPermission, err.Error())
 		}
 	}
