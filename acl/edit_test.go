@@ -2,7 +2,11 @@ package acl
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -173,4 +177,43 @@ func TestDisabledUserIsRefusedEverywhere(t *testing.T) {
 	require.ErrorIs(t, err, ErrDisabled)
 	_, err = a.Authorize("other", Topic("a"), Pub, netip.Addr{})
 	require.NoError(t, err, "an enabled user is not affected")
+}
+
+// TestConcurrentEditsAndReloadsLoseNothing: edits are serialized with each
+// other and with ReloadFile, so every edit committed to the file is in
+// force and in the file at the end.
+func TestConcurrentEditsAndReloadsLoseNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "acl.json")
+	require.NoError(t, os.WriteFile(path, []byte(editDoc), 0o600))
+	a, err := Open(path, Options{})
+	require.NoError(t, err)
+	commit := func(c *Config) error {
+		b, err := c.Marshal()
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(path, b, 0o600) // the test's own, non-atomic write: Edit serializes it with ReloadFile
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for j := range 5 {
+				name := fmt.Sprintf("u%d-%d", i, j)
+				assert.NoError(t, a.Edit(func(c *Config) error { return c.AddUser(UserConfig{AccessKey: name, SecretKey: "s"}) }, commit))
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				assert.NoError(t, a.ReloadFile(path))
+			}
+		}()
+	}
+	wg.Wait()
+	onDisk, err := Load(path)
+	require.NoError(t, err)
+	assert.Equal(t, a.Config(), onDisk)
+	assert.Len(t, onDisk.Users, 3+8*5)
 }
