@@ -143,3 +143,36 @@ func TestAuthenticateSecret(t *testing.T) {
 	_, err = a.AuthenticateSecret("", "")
 	assert.ErrorIs(t, err, ErrNoCredentials)
 }
+
+// TestAuthenticateRemotingSecurityToken: the token is signed like any
+// other field (Apache's broker, Java's AclClientRPCHook) and otherwise
+// ignored; the v2 Go client's unsigned token is refused with a remark
+// naming it.
+func TestAuthenticateRemotingSecurityToken(t *testing.T) {
+	a := mustNew(t, authDoc, Options{})
+	body := []byte("hello")
+	fields := map[string]string{"topic": "orders", "queueId": "1"}
+
+	goClient := clientV2Sign("app", "s3cret", fields, body) // as rocketmq-client-go/v2: token added, not signed
+	goClient[FieldSecurityToken] = "sts"
+	_, err := a.AuthenticateRemoting(goClient, body)
+	require.ErrorIs(t, err, ErrBadSignature)
+	assert.Contains(t, err.Error(), "SecurityToken field is not signed")
+
+	java := map[string]string{"topic": "orders", "queueId": "1", FieldAccessKey: "app", FieldSecurityToken: "sts"}
+	java[FieldSignature] = SignRemoting("s3cret", java, body) // as AclClientRPCHook: token signed
+	user, err := a.AuthenticateRemoting(java, body)
+	require.NoError(t, err)
+	assert.Equal(t, "app", user)
+
+	java[FieldSecurityToken] = "other"
+	_, err = a.AuthenticateRemoting(java, body)
+	require.ErrorIs(t, err, ErrBadSignature, "the token is signed: changing it breaks the signature")
+	assert.NotContains(t, err.Error(), "SecurityToken", "a plain mismatch says nothing about the token")
+
+	wrong := clientV2Sign("app", "wrong", fields, body)
+	wrong[FieldSecurityToken] = "sts"
+	_, err = a.AuthenticateRemoting(wrong, body)
+	require.ErrorIs(t, err, ErrBadSignature)
+	assert.NotContains(t, err.Error(), "SecurityToken", "a wrong secret is a plain mismatch")
+}

@@ -22,6 +22,7 @@ type Authorizer struct {
 	opts   Options
 	policy atomic.Pointer[policy]
 	replay replayCache
+	edits  sync.Mutex // serializes Reload, ReloadFile and Edit
 
 	allowed, denied, authOK, authFailed, replays, reloads, reloadErrors atomic.Uint64
 }
@@ -65,6 +66,12 @@ func Open(path string, opts Options) (*Authorizer, error) {
 // Reload swaps in cfg atomically: every later call sees all of it, none
 // sees part. A bad cfg is refused with an error and the old rules stay.
 func (a *Authorizer) Reload(cfg *Config) error {
+	a.edits.Lock()
+	defer a.edits.Unlock()
+	return a.reload(cfg)
+}
+
+func (a *Authorizer) reload(cfg *Config) error {
 	if cfg == nil {
 		a.reloadErrors.Add(1)
 		return fmt.Errorf("acl: reload: nil config: %w", ErrInvalid)
@@ -82,15 +89,51 @@ func (a *Authorizer) Reload(cfg *Config) error {
 }
 
 // ReloadFile is Reload of the file at path; an unreadable or bad file
-// changes nothing.
+// changes nothing. It holds off Edit while it reads, so an edit persisted
+// to the same file is never overwritten by an older read of it.
 func (a *Authorizer) ReloadFile(path string) error {
+	a.edits.Lock()
+	defer a.edits.Unlock()
 	cfg, err := Load(path)
 	if err != nil {
 		a.reloadErrors.Add(1)
 		a.opts.Logger.Warn("acl: reload refused, old rules kept", "path", path, "err", err)
 		return err
 	}
-	return a.Reload(cfg)
+	return a.reload(cfg)
+}
+
+// Config is a copy of the configuration in force.
+func (a *Authorizer) Config() *Config { return a.policy.Load().cfg.Clone() }
+
+// IsSuperUser reports whether name is an enabled super user of the
+// configuration in force.
+func (a *Authorizer) IsSuperUser(name string) bool {
+	u := a.policy.Load().users[name]
+	return u != nil && u.super && !u.disabled
+}
+
+// Edit changes the configuration in force: edit gets a copy to change;
+// the result is checked as Reload checks it, then handed to commit (a host
+// writes its file there; nil commits nothing), then swapped in. An error
+// from edit, from the check or from commit changes nothing and is
+// returned. Edits, reloads and ReloadFile are serialized.
+func (a *Authorizer) Edit(edit func(*Config) error, commit func(*Config) error) error {
+	a.edits.Lock()
+	defer a.edits.Unlock()
+	cfg := a.policy.Load().cfg.Clone()
+	if err := edit(cfg); err != nil {
+		return err
+	}
+	if _, err := compile(cfg); err != nil {
+		return err
+	}
+	if commit != nil {
+		if err := commit(cfg); err != nil {
+			return err
+		}
+	}
+	return a.reload(cfg)
 }
 
 // Authorize decides whether user may do act (one action, or several of
@@ -104,6 +147,8 @@ func (a *Authorizer) Authorize(user string, res Resource, act Action, ip netip.A
 	switch {
 	case u == nil:
 		reason = "unknown user"
+	case u.disabled:
+		reason = "user disabled"
 	case act == 0 || act&^All != 0:
 		reason = "no valid action named"
 	default:
@@ -143,6 +188,9 @@ func (a *Authorizer) authenticateV5(authorization, dateTime string) (string, err
 	u := a.policy.Load().users[c.AccessKey]
 	if u == nil {
 		return c.AccessKey, fmt.Errorf("%w: %w %q", ErrUnauthenticated, ErrUnknownUser, c.AccessKey)
+	}
+	if u.disabled {
+		return u.name, ErrDisabled
 	}
 	signed, err := ParseV5DateTime(dateTime)
 	if err != nil {
@@ -192,13 +240,37 @@ func (a *Authorizer) authenticateRemoting(fields map[string]string, body []byte)
 	if u == nil {
 		return ak, fmt.Errorf("%w: %w %q", ErrUnauthenticated, ErrUnknownUser, ak)
 	}
+	if u.disabled {
+		return ak, ErrDisabled
+	}
 	m := u.mac()
 	ok := m.verifyRemoting(fields, body)
 	u.putMAC(m)
 	if !ok {
-		return ak, ErrBadSignature
+		return ak, badRemotingSignature(u, fields, body)
 	}
 	return ak, nil
+}
+
+// badRemotingSignature explains a mismatch. SecurityToken is signed like
+// every other field (Apache's broker and Java's AclClientRPCHook sign it;
+// neither checks it otherwise), but rocketmq-client-go/v2 sends it without
+// signing it: such a request is refused, with a remark saying so.
+func badRemotingSignature(u *user, fields map[string]string, body []byte) error {
+	if _, ok := fields[FieldSecurityToken]; !ok {
+		return ErrBadSignature
+	}
+	rest := make(map[string]string, len(fields))
+	for k, v := range fields {
+		if k != FieldSecurityToken {
+			rest[k] = v
+		}
+	}
+	if !VerifyRemoting(u.secret, rest, body) {
+		return ErrBadSignature
+	}
+	return fmt.Errorf("%w: the SecurityToken field is not signed (rocketmq-client-go/v2 sends it unsigned, "+
+		"and Apache's broker refuses that too): leave Credentials.SecurityToken empty", ErrBadSignature)
 }
 
 // AuthenticateSecret checks a plain access key and secret (an HTTP admin
@@ -211,6 +283,8 @@ func (a *Authorizer) AuthenticateSecret(accessKey, secret string) (string, error
 		err = ErrNoCredentials
 	case u == nil:
 		err = fmt.Errorf("%w: %w %q", ErrUnauthenticated, ErrUnknownUser, accessKey)
+	case u.disabled:
+		err = ErrDisabled
 	case subtle.ConstantTimeCompare([]byte(secret), []byte(u.secret)) != 1:
 		err = ErrBadSignature
 	}

@@ -43,6 +43,10 @@ type UserConfig struct {
 	AccessKey string `json:"accessKey"`
 	SecretKey string `json:"secretKey"`
 	SuperUser bool   `json:"superUser,omitempty"`
+	// Disabled refuses the user's credentials (ErrDisabled) and every
+	// Authorize for it, without forgetting the user (Apache's userStatus
+	// disable).
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // RuleConfig is one rule: the user it is about ("orders-app", or Apache's
@@ -114,7 +118,7 @@ func checkAccessKey(ak string) error {
 
 // compile checks c and builds the lookup structure Authorize uses.
 func compile(c *Config) (*policy, error) {
-	p := &policy{users: make(map[string]*user, len(c.Users))}
+	p := &policy{users: make(map[string]*user, len(c.Users)), cfg: c.Clone()}
 	for i, uc := range c.Users {
 		if err := checkAccessKey(uc.AccessKey); err != nil {
 			return nil, fmt.Errorf("acl: config: users[%d]: %v: %w", i, err, ErrInvalid)

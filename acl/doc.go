@@ -50,13 +50,18 @@
 //     HMAC-SHA1 over the values of all other fields sorted by name, then
 //     the body. Remoting requests carry no signed time, so a captured
 //     request can be replayed as it is (as with Apache); only TLS prevents
-//     that.
+//     that. A SecurityToken field is signed like the others and otherwise
+//     ignored, as Apache 5.3 does; rocketmq-client-go/v2 sends it
+//     unsigned, so its requests with a token are refused (by Apache too),
+//     with an error saying so.
 //
 // # Configuration
 //
 // Config is a JSON document (see Config for the format), read by Parse or
 // Load. Reload and ReloadFile swap a new one in atomically; a bad one is
-// refused and the old rules stay. Nothing is cached across a reload that
+// refused and the old rules stay. Edit changes the configuration in force
+// (Config.AddUser, PutRule, RemoveRules, …), checked and committed (a
+// host writes its file with Config.Marshal) before it takes effect. Nothing is cached across a reload that
 // it could change: decisions are made afresh on every call, and a cached
 // v5 verification is checked again when the user's secret changed.
 //

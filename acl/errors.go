@@ -24,12 +24,21 @@ var (
 	// by Authorize and with ErrUnauthenticated by the signature checks.
 	ErrUnknownUser = errors.New("acl: unknown user")
 
+	// ErrExists: an edit adds a user that is already there.
+	ErrExists = errors.New("acl: already exists")
+
+	// ErrNotFound: an edit names a user that is not there.
+	ErrNotFound = errors.New("acl: not found")
+
 	// ErrUnauthenticated: a request's credentials do not prove who sent
 	// it. More precise causes below wrap it.
 	ErrUnauthenticated = errors.New("acl: unauthenticated")
 
 	// ErrNoCredentials: the request carries no signature at all.
 	ErrNoCredentials = fmt.Errorf("%w: no credentials", ErrUnauthenticated)
+
+	// ErrDisabled: the user exists but is disabled (UserConfig.Disabled).
+	ErrDisabled = fmt.Errorf("%w: user disabled", ErrUnauthenticated)
 
 	// ErrMalformed: the signature header or fields cannot be parsed.
 	ErrMalformed = fmt.Errorf("%w: malformed credentials", ErrUnauthenticated)

@@ -14,15 +14,17 @@ import (
 type policy struct {
 	users map[string]*user
 	rules int
+	cfg   *Config // the configuration compiled, for Config and Edit
 }
 
 // user is one compiled user with its rules in file order.
 type user struct {
-	name   string
-	secret string
-	super  bool
-	rules  []rule
-	macs   sync.Pool // of *macState keyed with secret
+	name     string
+	secret   string
+	super    bool
+	disabled bool
+	rules    []rule
+	macs     sync.Pool // of *macState keyed with secret
 }
 
 // macState is an HMAC-SHA1 keyed with a user's secret and the scratch
@@ -36,7 +38,7 @@ type macState struct {
 }
 
 func newUser(uc UserConfig) *user {
-	u := &user{name: uc.AccessKey, secret: uc.SecretKey, super: uc.SuperUser}
+	u := &user{name: uc.AccessKey, secret: uc.SecretKey, super: uc.SuperUser, disabled: uc.Disabled}
 	key := []byte(uc.SecretKey)
 	u.macs.New = func() any { return &macState{h: hmac.New(sha1.New, key), buf: make([]byte, 0, 1024)} }
 	return u
@@ -100,6 +102,9 @@ func (r *rule) resource(res Resource) bool {
 // no rule matches. The request passes when one of its actions is allowed.
 // The reason names the first Deny rule that decided, for the log.
 func (u *user) decide(res Resource, act Action, ip netip.Addr) (Decision, string) {
+	if u.disabled {
+		return Deny, "user disabled"
+	}
 	if u.super {
 		return Allow, ""
 	}

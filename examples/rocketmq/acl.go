@@ -36,7 +36,7 @@ func (f *aclFlags) load(cfg *server.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cfg.ACL = az
+	cfg.ACL, cfg.ACLFile = az, f.path
 	return nil
 }
 

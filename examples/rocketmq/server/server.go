@@ -92,7 +92,11 @@ type Config struct {
 	// /metrics need HTTP Basic credentials (see auth.go). Nil = off, and
 	// then every listen address must be loopback unless
 	// InsecureAllowRemote.
-	ACL                 *acl.Authorizer
+	ACL *acl.Authorizer
+	// ACLFile is the file ACL was loaded from: Apache's user and ACL admin
+	// requests (createUser, createAcl, …) write their changes there
+	// ("" = in memory only). See authadmin.go.
+	ACLFile             string
 	InsecureAllowRemote bool
 	// PublicMetrics serves /metrics without credentials while ACL is on.
 	PublicMetrics bool
@@ -217,7 +221,7 @@ func (s *Server) open() (err error) {
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
 		NoAutoCreate: cfg.NoAutoCreate, Logger: cfg.Logger, TopicConfig: s.routeConfig})
 	s.nsrv = transport.NewServer(s.guard(ns, "namesrv"), transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
-	s.bsrv = transport.NewServer(s.guard(s.broker, "broker"), transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
+	s.bsrv = transport.NewServer(s.guard(s.authAdmin(s.broker), "broker"), transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
 	return nil
 }
 

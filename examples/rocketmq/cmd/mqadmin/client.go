@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokercore/brokercore/acl"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 )
 
@@ -36,6 +37,10 @@ func (e *remoteError) Unwrap() error { return errRemote }
 type client struct {
 	timeout time.Duration
 	opaque  atomic.Int32
+	// accessKey and secretKey sign every request as the v2 client does
+	// (AccessKey and Signature fields) when the broker runs with ACL; ""
+	// sends unsigned requests.
+	accessKey, secretKey string
 }
 
 // invoke sends one request to addr and returns its answer. A non-zero
@@ -47,9 +52,7 @@ func (c *client) invoke(addr string, code int16, ext map[string]string, body []b
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(c.timeout))
-	if ext == nil {
-		ext = map[string]string{}
-	}
+	ext = c.sign(ext, body)
 	req := &wire.Command{Code: code, Language: "JAVA", Version: 317, Opaque: c.opaque.Add(1), ExtFields: ext, Body: body}
 	frame, err := wire.Encode(req)
 	if err != nil {
@@ -81,4 +84,18 @@ func (c *client) invoke(addr string, code int16, ext map[string]string, body []b
 		}
 		return resp, nil
 	}
+}
+
+// sign is a copy of ext with the AccessKey and Signature fields of the
+// client's credentials (none without them).
+func (c *client) sign(ext map[string]string, body []byte) map[string]string {
+	out := make(map[string]string, len(ext)+2)
+	for k, v := range ext {
+		out[k] = v
+	}
+	if c.accessKey != "" {
+		out[acl.FieldAccessKey] = c.accessKey
+		out[acl.FieldSignature] = acl.SignRemoting(c.secretKey, out, body)
+	}
+	return out
 }

@@ -11,7 +11,11 @@
 // Subcommands: updateTopic, deleteTopic, topicList, topicRoute,
 // topicStatus, updateSubGroup, deleteSubGroup, consumerProgress,
 // consumerConnection, resetOffsetByTime, queryMsgByKey, queryMsgById,
-// clusterList, brokerStatus. -n is the name server (or $NAMESRV_ADDR).
+// clusterList, brokerStatus, and Apache 5.3's createUser, updateUser,
+// deleteUser, getUser, listUser, createAcl, updateAcl, deleteAcl, getAcl,
+// listAcl. -n is the name server (or $NAMESRV_ADDR); -ak and -sk sign the
+// requests for a broker with ACL (or $ROCKETMQ_ACCESS_KEY and
+// $ROCKETMQ_SECRET_KEY; Apache's tool reads conf/tools.yml).
 //
 // Exit codes, unlike Apache's tool (which exits 0 after printing a stack
 // trace): 0 done, 1 the request failed (the server's code and remark are
@@ -76,6 +80,8 @@ func run(args []string, out, errOut io.Writer) int {
 	fs.SetOutput(errOut)
 	e := &env{out: out, errOut: errOut, cli: &client{timeout: defaultTimeout}}
 	fs.StringVar(&e.ns, "n", os.Getenv("NAMESRV_ADDR"), "name server address list, eg: '192.168.0.1:9876;192.168.0.2:9876'")
+	fs.StringVar(&e.cli.accessKey, "ak", os.Getenv("ROCKETMQ_ACCESS_KEY"), "ACL access key the requests are signed with (or $ROCKETMQ_ACCESS_KEY)")
+	fs.StringVar(&e.cli.secretKey, "sk", os.Getenv("ROCKETMQ_SECRET_KEY"), "ACL secret key (or $ROCKETMQ_SECRET_KEY)")
 	exec := cmd.flags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -63,6 +63,10 @@ func TestNeedsMapsEveryRequestToItsResources(t *testing.T) {
 		{"send back", cmd(wire.CodeConsumerSendMsgBack, map[string]string{"group": "g", "offset": "7"}, ""),
 			[]Need{{G("g"), acl.Sub}, {T("payroll"), acl.Sub}}},
 		{"end transaction without a topic", cmd(codeEndTransaction, map[string]string{"producerGroup": "pg"}, ""), nil},
+		{"an auth admin change needs Update on everything", cmd(3001, map[string]string{"username": "u"}, "{}"),
+			[]Need{{acl.Resource{Kind: acl.AnyKind, Name: "request code 3001"}, acl.Update}}},
+		{"an auth admin read needs Get on everything", cmd(3010, map[string]string{}, ""),
+			[]Need{{acl.Resource{Kind: acl.AnyKind, Name: "request code 3010"}, acl.Get}}},
 		{"unknown code needs a super user", cmd(999, map[string]string{}, ""),
 			[]Need{{acl.Resource{Kind: acl.AnyKind, Name: "request code 999"}, acl.Update}}},
 	}

@@ -24,6 +24,7 @@
 //	CONSUMER_SEND_MSG_BACK          Sub on the group, and on the topic of the
 //	                                message it names (Options.TopicAt)
 //	END_TRANSACTION                 Pub on the topic when the request names one
+//	AUTH_GET/LIST_USER, _ACL        Get on "*" (Apache: Get on the cluster)
 //	any other code                  Update on "*" (a super user, or a rule on "*")
 package remoteacl
 
@@ -40,6 +41,7 @@ import (
 	"sync/atomic"
 
 	"github.com/brokercore/brokercore/acl"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/authadmin"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 )
@@ -163,26 +165,31 @@ func (h *Handler) ConnClosed(c *transport.Conn) {
 
 // check authenticates and authorizes req; a non-nil answer refuses it.
 func (h *Handler) check(c *transport.Conn, req *wire.Command) *wire.Command {
+	return h.verdict(c.RemoteAddr(), req)
+}
+
+// verdict is check for a request from addr.
+func (h *Handler) verdict(addr net.Addr, req *wire.Command) *wire.Command {
 	user, err := h.az.AuthenticateRemoting(req.ExtFields, req.Body)
 	if err != nil {
 		h.unauthenticated.Add(1)
 		h.log.Info("remoting request unauthenticated", "code", req.Code, "user", user,
-			"client", c.RemoteAddr().String(), "err", err)
+			"client", addr.String(), "err", err)
 		return wire.NewResponse(req, wire.NoPermission, err.Error())
 	}
 	var buf [4]Need
 	needs, err := appendNeeds(buf[:0], req, h.opts.TopicAt)
 	if err != nil {
 		h.denied.Add(1)
-		h.log.Info("remoting request refused", "code", req.Code, "user", user, "client", c.RemoteAddr().String(), "err", err)
+		h.log.Info("remoting request refused", "code", req.Code, "user", user, "client", addr.String(), "err", err)
 		return wire.NewResponse(req, wire.NoPermission, "acl: "+err.Error())
 	}
-	ip := remoteIP(c.RemoteAddr())
+	ip := remoteIP(addr)
 	for _, n := range needs {
 		if _, err := h.az.Authorize(user, n.Resource, n.Action, ip); err != nil {
 			h.denied.Add(1)
 			h.log.Info("remoting request denied", "code", req.Code, "user", user, "resource", n.Resource.String(),
-				"action", n.Action.String(), "client", c.RemoteAddr().String())
+				"action", n.Action.String(), "client", addr.String())
 			return wire.NewResponse(req, wire.NoPermission, err.Error())
 		}
 	}
@@ -302,6 +309,8 @@ func appendNeeds(ns []Need, req *wire.Command, topicAt func(int64) (string, erro
 		if ext["topic"] != "" {
 			topics(acl.Pub, "topic")
 		}
+	case authadmin.CodeGetUser, authadmin.CodeListUser, authadmin.CodeGetACL, authadmin.CodeListACL:
+		ns = append(ns, Need{acl.Resource{Kind: acl.AnyKind, Name: "request code " + strconv.Itoa(int(req.Code))}, acl.Get})
 	default:
 		ns = append(ns, Need{acl.Resource{Kind: acl.AnyKind, Name: "request code " + strconv.Itoa(int(req.Code))}, acl.Update})
 	}
