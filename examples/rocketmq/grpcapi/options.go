@@ -10,6 +10,8 @@ import (
 
 // Defaults applied for zero fields of Options.
 const (
+	// DefaultCluster is the cluster stamped on stored messages.
+	DefaultCluster = "DefaultCluster"
 	// DefaultQueues is the number of queues every topic's route lists.
 	DefaultQueues = 8
 	// DefaultFIFOSuffix marks a FIFO consumer group: RocketMQ makes FIFO a
@@ -63,6 +65,10 @@ type Options struct {
 	Advertise string
 	// BrokerName is the broker name in routes (default "brokercore").
 	BrokerName string
+	// Cluster is the broker's cluster, stamped on every stored message as
+	// its CLUSTER property, as Apache's SendMessageProcessor does for the
+	// proxy's sends (default DefaultCluster, the remoting broker's too).
+	Cluster string
 	// CertDir keeps the self-signed TLS certificate (generated on first
 	// start, stable across restarts); "" = a fresh one in memory.
 	CertDir string
@@ -142,6 +148,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.BrokerName == "" {
 		o.BrokerName = "brokercore"
+	}
+	if o.Cluster == "" {
+		o.Cluster = DefaultCluster
 	}
 	if o.Queues <= 0 {
 		o.Queues = DefaultQueues
