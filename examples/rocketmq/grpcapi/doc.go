@@ -31,8 +31,9 @@
 //     of "v1 topic broker timestamp id").
 //   - Transactions: a TRANSACTION message is a half message of the txn
 //     component (brokercore.Broker.Transactions); EndTransaction commits or
-//     rolls it back, and check-backs go to a live producer of the group as
-//     RecoverOrphanedTransactionCommand on its Telemetry stream.
+//     rolls it back, and check-backs go to a live producer of its topic as
+//     RecoverOrphanedTransactionCommand on its Telemetry stream (as in
+//     Apache's proxy, a gRPC producer's group is the topic it publishes).
 //   - Priority (RocketMQ 5.4) and lite-topic (5.5) messages are not
 //     supported: routes never list them among the accepted types (the
 //     stock producer refuses such a send itself), a send of one is
