@@ -16,11 +16,11 @@ import (
 // Property names kept with a stored message. They are RocketMQ's, so a
 // message sent over gRPC reads the same over the remoting protocol.
 const (
-	PropUniqKey        = "UNIQ_KEY"           // the client's message id
-	PropMessageGroup   = "__SHARDINGKEY"      // a FIFO message's group
-	PropBornHost       = "BORN_HOST"          // the producer's host
-	PropStartDeliver   = "__STARTDELIVERTIME" // the scheduler's timer properties,
-	PropTimerDeliverMS = "TIMER_DELIVER_MS"   // removed when a timer delivers
+	PropUniqKey        = brokercore.PropUniqKey // the client's message id
+	PropMessageGroup   = "__SHARDINGKEY"        // a FIFO message's group
+	PropBornHost       = "BORN_HOST"            // the producer's host
+	PropStartDeliver   = "__STARTDELIVERTIME"   // the scheduler's timer properties,
+	PropTimerDeliverMS = "TIMER_DELIVER_MS"     // removed when a timer delivers
 	// PropTags and PropKeys are a message's tag and its keys (separated by
 	// spaces), RocketMQ's TAGS and KEYS properties.
 	PropTags = "TAGS"
