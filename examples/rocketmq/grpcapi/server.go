@@ -38,11 +38,6 @@ type Broker interface {
 const (
 	idleTimeout = 120 * time.Second
 	maxStreams  = 1024
-	// readBuffer is each connection's read buffer (grpc-go's default is
-	// 32 KiB): an idle connection costs about 11 KB of heap with it, 40 KB
-	// with the default (TestIdleConnectionsAreCheap). Frames larger than it
-	// are read straight into their own buffers.
-	readBuffer = 4096
 )
 
 // ErrClosed is returned by Serve and Listen after Close.
@@ -116,13 +111,14 @@ func (s *Server) grpcServer(impl v2.MessagingServiceServer) *grpc.Server {
 		// idleTimeout is closed (Apache's 120 s; a v5 client keeps its
 		// Telemetry stream open, so only dead ones go), a connection has at
 		// most maxStreams calls at once, its write buffer is pooled
-		// while it has nothing to write, and its read buffer is small. A
+		// while it has nothing to write, and its read buffer is
+		// Options.ReadBufferSize. A
 		// message is taken in as its bytes arrive, within HTTP/2 flow
 		// control, not at its announced size (TestAnnouncedMessagesCostWhatArrived).
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout}),
 		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.SharedWriteBuffer(true),
-		grpc.ReadBufferSize(readBuffer),
+		grpc.ReadBufferSize(s.opts.ReadBufferSize),
 		grpc.ChainUnaryInterceptor(s.metrics.unary),
 		grpc.ChainStreamInterceptor(s.metrics.streaming),
 	}, s.aclServerOptions()...)...)
