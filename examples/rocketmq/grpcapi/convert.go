@@ -16,15 +16,18 @@ import (
 // Property names kept with a stored message. They are RocketMQ's, so a
 // message sent over gRPC reads the same over the remoting protocol.
 const (
-	PropUniqKey        = "UNIQ_KEY"           // the client's message id
-	PropMessageGroup   = "__SHARDINGKEY"      // a FIFO message's group
-	PropBornHost       = "BORN_HOST"          // the producer's host
-	PropStartDeliver   = "__STARTDELIVERTIME" // the scheduler's timer properties,
-	PropTimerDeliverMS = "TIMER_DELIVER_MS"   // removed when a timer delivers
+	PropUniqKey        = brokercore.PropUniqKey // the client's message id
+	PropMessageGroup   = "__SHARDINGKEY"        // a FIFO message's group
+	PropBornHost       = "BORN_HOST"            // the producer's host
+	PropStartDeliver   = "__STARTDELIVERTIME"   // the scheduler's timer properties,
+	PropTimerDeliverMS = "TIMER_DELIVER_MS"     // removed when a timer delivers
 	// PropTags and PropKeys are a message's tag and its keys (separated by
 	// spaces), RocketMQ's TAGS and KEYS properties.
 	PropTags = "TAGS"
 	PropKeys = "KEYS"
+	// PropCluster is the broker's cluster (Apache's CLUSTER), stamped on
+	// every stored message.
+	PropCluster = "CLUSTER"
 	// PropDeliveryTime is a DELAY message's delivery time (Unix ms) as the
 	// producer set it; it stays with the message so that receivers see it.
 	PropDeliveryTime = "DELIVERY_TIME_MS"
@@ -34,7 +37,7 @@ const (
 // receive does not show them as such.
 var systemProps = map[string]bool{
 	PropUniqKey: true, PropMessageGroup: true, PropBornHost: true, PropStartDeliver: true,
-	PropTimerDeliverMS: true, PropDeliveryTime: true, brokercore.PropDLQOriginTopic: true, brokercore.PropDLQOriginQueue: true,
+	PropTimerDeliverMS: true, PropDeliveryTime: true, PropCluster: true, brokercore.PropDLQOriginTopic: true, brokercore.PropDLQOriginQueue: true,
 	brokercore.PropDLQOriginOffset: true, brokercore.PropDLQOriginMessageID: true,
 	"TAGS": true, "KEYS": true, "REAL_TOPIC": true, "REAL_QID": true, "DELAY": true,
 	"WAIT": true, "TRAN_MSG": true, "MIN_OFFSET": true, "MAX_OFFSET": true,

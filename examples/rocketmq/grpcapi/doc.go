@@ -26,9 +26,14 @@
 //     round robin, FIFO ones to queue hash(message_group) mod queues, DELAY
 //     ones to the scheduler's timers (schedule.Scheduler.At). Bad input gets
 //     the protocol's code and a message, and nothing is stored.
-//     Transactional messages are answered NOT_IMPLEMENTED, and so is
-//     EndTransaction. A DELAY message's entry carries Apache 5.3's recall
-//     handle (base64url of "v1 topic broker timestamp id").
+//     Every stored message carries the broker's cluster (CLUSTER). A
+//     DELAY message's entry carries Apache 5.3's recall handle (base64url
+//     of "v1 topic broker timestamp id").
+//   - Transactions: a TRANSACTION message is a half message of the txn
+//     component (brokercore.Broker.Transactions); EndTransaction commits or
+//     rolls it back, and check-backs go to a live producer of its topic as
+//     RecoverOrphanedTransactionCommand on its Telemetry stream (as in
+//     Apache's proxy, a gRPC producer's group is the topic it publishes).
 //   - Priority (RocketMQ 5.4) and lite-topic (5.5) messages are not
 //     supported: routes never list them among the accepted types (the
 //     stock producer refuses such a send itself), a send of one is
@@ -74,6 +79,37 @@
 //     1 s, ×2, up to 10 s, with the max attempts; metrics off). See
 //     Options.SettingsHold for why that answer waits about a second.
 //   - Message frames carry Apache's body digest: MD5, upper-case hex.
+//
+// # Where this differs from Apache's proxy (kept on purpose)
+//
+// Answers were checked field by field against Apache's proxy (RouteActivity,
+// SendMessageActivity, ReceiveMessageActivity, GrpcClientSettingsManager).
+// These differences remain:
+//
+//   - Retry policy in consumers' settings: exponential from 1 s, ×2, up to
+//     10 s, Options.MaxAttempts (16) deliveries in all. Apache answers the
+//     group's policy, by default the customized ladder 1 s, 5 s, 10 s,
+//     30 s, 1 m … 2 h and retryMaxTimes+1 (17) attempts. Why: a poison
+//     message reaches its dead-letter topic in minutes, not a day; the
+//     Backoff* options set another policy.
+//   - QueryAssignment of a FIFO group: one assignment, queue -1, as for
+//     other groups (Apache lists every queue). Order is per queue either
+//     way: FIFO pops hand out one batch per queue at a time, so one receive
+//     loop serves all queues.
+//   - FIFO push consumers get batch size 1 (Apache: 32), for the client
+//     behaviour described under FIFO above.
+//   - A long poll ends Options.DeadlineMargin (1.5 s) before the client's
+//     deadline (Apache reserves 100 ms), because on a busy machine an
+//     answer cut that close arrives after the client gave up.
+//   - GZIP-encoded bodies are UNSUPPORTED (Apache stores them compressed
+//     with the COMPRESSED flag); SQL92 filters are UNSUPPORTED (Apache
+//     filters by SQL92 when enablePropertyFilter is on; it is off by
+//     default); priority and lite-topic messages are refused (above).
+//   - One broker per route: this process is the only broker, so routes
+//     and assignments name one (Apache lists each broker of the cluster).
+//   - Telemetry carries settings and transaction check-backs only; Apache
+//     also sends VerifyMessageCommand and PrintThreadStackTraceCommand when
+//     its admin tools ask.
 //
 // Nothing waits for a client's settings: sends and receives work before
 // they arrive. The v5 client never closes its streams, so a client is

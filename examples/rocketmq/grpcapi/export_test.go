@@ -59,3 +59,6 @@ func Frames(ds []pop.Delivery, invisible time.Duration) []*v2.ReceiveMessageResp
 	}
 	return out
 }
+
+// UserProperties is what a receiver sees as m's user properties.
+var UserProperties = userProperties

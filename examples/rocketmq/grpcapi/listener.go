@@ -1,9 +1,9 @@
 package grpcapi
 
 import (
-	"bufio"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -100,13 +100,11 @@ func (l *sniffListener) sniff(c net.Conn) {
 
 func (l *sniffListener) classify(c net.Conn) (net.Conn, error) {
 	_ = c.SetDeadline(time.Now().Add(l.timeout))
-	br := bufio.NewReaderSize(c, 1024)
-	first, err := br.Peek(1)
-	if err != nil {
+	pc := &prefixConn{Conn: c}
+	if _, err := io.ReadFull(c, pc.first[:]); err != nil {
 		return nil, err
 	}
-	pc := &prefixConn{Conn: c, r: br}
-	if first[0] != tlsRecordHandshake {
+	if pc.first[0] != tlsRecordHandshake {
 		_ = c.SetDeadline(time.Time{})
 		return pc, nil
 	}
@@ -153,10 +151,19 @@ func (l *sniffListener) Close() error {
 
 func (l *sniffListener) Addr() net.Addr { return l.inner.Addr() }
 
-// prefixConn reads what the sniff buffered before the rest of the stream.
+// prefixConn gives back the byte the sniff read, then reads the
+// connection itself: no buffer is kept for the connection's lifetime.
 type prefixConn struct {
 	net.Conn
-	r *bufio.Reader
+	first [1]byte
+	given bool
 }
 
-func (p *prefixConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if p.given || len(b) == 0 {
+		return p.Conn.Read(b)
+	}
+	p.given = true // once, before any other read of this connection
+	b[0] = p.first[0]
+	return 1, nil
+}

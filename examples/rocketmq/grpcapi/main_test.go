@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if kind := os.Getenv(benchChildEnv); kind != "" {
 		os.Exit(runBenchChild(kind))
 	}
+	if spec := os.Getenv(h2ClientsEnv); spec != "" {
+		os.Exit(runH2Clients(spec))
+	}
 	dir, err := os.MkdirTemp("", "grpcapi-client-logs")
 	if err != nil {
 		panic(err)

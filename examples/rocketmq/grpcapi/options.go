@@ -10,6 +10,8 @@ import (
 
 // Defaults applied for zero fields of Options.
 const (
+	// DefaultCluster is the cluster stamped on stored messages.
+	DefaultCluster = "DefaultCluster"
 	// DefaultQueues is the number of queues every topic's route lists.
 	DefaultQueues = 8
 	// DefaultFIFOSuffix marks a FIFO consumer group: RocketMQ makes FIFO a
@@ -41,6 +43,9 @@ const (
 	DefaultLongPolling = 20 * time.Second
 	// DefaultMaxBodySize is the largest message body accepted (4 MiB).
 	DefaultMaxBodySize = 4 << 20
+	// DefaultReadBufferSize is each connection's read buffer: grpc-go's
+	// default.
+	DefaultReadBufferSize = 32 << 10
 	// DefaultHandshakeTimeout bounds the first byte and the TLS handshake of
 	// a new connection.
 	DefaultHandshakeTimeout = 10 * time.Second
@@ -63,6 +68,10 @@ type Options struct {
 	Advertise string
 	// BrokerName is the broker name in routes (default "brokercore").
 	BrokerName string
+	// Cluster is the broker's cluster, stamped on every stored message as
+	// its CLUSTER property, as Apache's SendMessageProcessor does for the
+	// proxy's sends (default DefaultCluster, the remoting broker's too).
+	Cluster string
 	// CertDir keeps the self-signed TLS certificate (generated on first
 	// start, stable across restarts); "" = a fresh one in memory.
 	CertDir string
@@ -113,6 +122,15 @@ type Options struct {
 	// ACL, if set, authenticates every call by its v5 signature and
 	// authorizes each request before it runs (see auth.go); nil = none.
 	ACL *acl.Authorizer
+	// ReadBufferSize is each connection's read buffer (default
+	// DefaultReadBufferSize). It is most of what an idle connection costs:
+	// about 38 KB of heap in plaintext and 44 KB over TLS with the
+	// default, 9 KB and 16 KB with 4 KiB (TestIdleConnectionsAreCheap). A small buffer costs CPU under load, when many
+	// frames wait to be read (a read per few frames instead of per dozens):
+	// in alternated runs at load 10-16, 4 KiB took a median 1.38x the
+	// broker CPU per send of 32 KiB. Frames larger than it are read
+	// straight into their own buffers.
+	ReadBufferSize int
 	// HandshakeTimeout bounds a new connection's first byte and TLS
 	// handshake (default DefaultHandshakeTimeout).
 	HandshakeTimeout time.Duration
@@ -142,6 +160,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.BrokerName == "" {
 		o.BrokerName = "brokercore"
+	}
+	if o.Cluster == "" {
+		o.Cluster = DefaultCluster
 	}
 	if o.Queues <= 0 {
 		o.Queues = DefaultQueues
@@ -175,6 +196,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBodySize <= 0 {
 		o.MaxBodySize = DefaultMaxBodySize
+	}
+	if o.ReadBufferSize <= 0 {
+		o.ReadBufferSize = DefaultReadBufferSize
 	}
 	if o.HandshakeTimeout <= 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout

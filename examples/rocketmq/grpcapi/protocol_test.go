@@ -116,6 +116,7 @@ func TestBadSendsAreRefusedWithTheirCodeAndNothingStored(t *testing.T) {
 		"tag with |":      {msg(func(m *v2.Message) { m.SystemProperties.Tag = tag("a|b") }), v2.Code_ILLEGAL_MESSAGE_TAG},
 		"blank key":       {msg(func(m *v2.Message) { m.SystemProperties.Keys = []string{" "} }), v2.Code_ILLEGAL_MESSAGE_KEY},
 		"reserved prop":   {msg(func(m *v2.Message) { m.UserProperties = map[string]string{"UNIQ_KEY": "x"} }), v2.Code_ILLEGAL_MESSAGE_PROPERTY_KEY},
+		"cluster prop":    {msg(func(m *v2.Message) { m.UserProperties = map[string]string{"CLUSTER": "x"} }), v2.Code_ILLEGAL_MESSAGE_PROPERTY_KEY},
 		"fifo no group":   {msg(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_FIFO }), v2.Code_ILLEGAL_MESSAGE_GROUP},
 		"delay no time":   {msg(func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_DELAY }), v2.Code_ILLEGAL_DELIVERY_TIME},
 		"normal w/ group": {msg(func(m *v2.Message) { m.SystemProperties.MessageGroup = tag("g") }), v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
@@ -144,6 +145,42 @@ func TestBadSendsAreRefusedWithTheirCodeAndNothingStored(t *testing.T) {
 	end, err := c.EndTransaction(ctx, &v2.EndTransactionRequest{Topic: &v2.Resource{Name: "bad"}, MessageId: "01ABC", TransactionId: "x"})
 	require.NoError(t, err)
 	assert.Equal(t, v2.Code_INVALID_TRANSACTION_ID, end.GetStatus().GetCode())
+}
+
+// TestSentMessagesCarryTheCluster: as Apache's SendMessageProcessor does
+// for the proxy's sends, every stored message names the broker's cluster
+// (CLUSTER), which a v2 replier's CreateReplyMessage needs; it is a system
+// property, so a receiver does not see it among the user's.
+func TestSentMessagesCarryTheCluster(t *testing.T) {
+	t.Parallel()
+	for _, cluster := range []string{"", "c1"} {
+		b := startBroker(t, grpcapi.Options{Cluster: cluster})
+		c := rawClient(t, b.endpoint)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := c.SendMessage(ctx, &v2.SendMessageRequest{Messages: []*v2.Message{{
+			Topic: &v2.Resource{Name: "t"}, Body: []byte("x"), UserProperties: map[string]string{"u": "1"},
+			SystemProperties: &v2.SystemProperties{MessageId: "01ABC", MessageType: v2.MessageType_NORMAL,
+				BodyEncoding: v2.Encoding_IDENTITY, BornTimestamp: timestamppb.Now()},
+		}}})
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, v2.Code_OK, resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+		want := cluster
+		if want == "" {
+			want = grpcapi.DefaultCluster
+		}
+		var found int
+		for _, q := range b.Store().Queues("t") {
+			msgs, err := b.Store().Read("t", q, 0, 10)
+			require.NoError(t, err)
+			for _, m := range msgs {
+				found++
+				assert.Equal(t, want, m.Properties[grpcapi.PropCluster])
+				assert.Equal(t, map[string]string{"u": "1"}, grpcapi.UserProperties(m))
+			}
+		}
+		assert.Equal(t, 1, found)
+	}
 }
 
 // TestBadHandlesAndFiltersAreRefused: a forged handle is refused with

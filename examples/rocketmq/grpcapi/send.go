@@ -98,7 +98,7 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 			return nil, status(v2.Code_ILLEGAL_MESSAGE_KEY, "illegal key %q", k)
 		}
 	}
-	props := make(map[string]string, len(pm.GetUserProperties())+3)
+	props := make(map[string]string, len(pm.GetUserProperties())+4)
 	size := 0
 	for k, v := range pm.GetUserProperties() {
 		if k == "" || systemProps[k] {
@@ -111,6 +111,7 @@ func (s *Server) fromProto(pm *v2.Message) (*store.Message, *v2.Status) {
 		return nil, status(v2.Code_MESSAGE_PROPERTIES_TOO_LARGE, "properties of %d bytes are over %d", size, maxPropsBytes)
 	}
 	props[PropUniqKey] = sp.GetMessageId()
+	props[PropCluster] = s.opts.Cluster
 	// The tag and keys are RocketMQ properties too, as Apache's proxy
 	// stores them: remoting consumers read (and filter by) these.
 	if sp.Tag != nil {

@@ -110,11 +110,15 @@ func (s *Server) grpcServer(impl v2.MessagingServiceServer) *grpc.Server {
 		// The budgets grpc-go has: a connection with no stream for
 		// idleTimeout is closed (Apache's 120 s; a v5 client keeps its
 		// Telemetry stream open, so only dead ones go), a connection has at
-		// most maxStreams calls at once, and its write buffer is pooled
-		// while it has nothing to write.
+		// most maxStreams calls at once, its write buffer is pooled
+		// while it has nothing to write, and its read buffer is
+		// Options.ReadBufferSize. A
+		// message is taken in as its bytes arrive, within HTTP/2 flow
+		// control, not at its announced size (TestAnnouncedMessagesCostWhatArrived).
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout}),
 		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.SharedWriteBuffer(true),
+		grpc.ReadBufferSize(s.opts.ReadBufferSize),
 		grpc.ChainUnaryInterceptor(s.metrics.unary),
 		grpc.ChainStreamInterceptor(s.metrics.streaming),
 	}, s.aclServerOptions()...)...)

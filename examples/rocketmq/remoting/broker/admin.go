@@ -382,12 +382,14 @@ func (b *Broker) runtimeInfo(req *wire.Command) *wire.Command {
 	st := b.st.Stats()
 	kv := map[string]string{
 		"brokerVersionDesc": "brokercore", "brokerVersion": "0", "brokerActive": "true",
-		"putTps": "0.0 0.0 0.0", "getTransferredTps": "0.0 0.0 0.0",
+		"putTps": b.rates.line(samplePut), "getTransferredTps": b.rates.line(sampleGet),
+		"bootTimestamp":           strconv.FormatInt(b.rates.boot.UnixMilli(), 10),
 		"sendThreadPoolQueueSize": "0", "sendThreadPoolQueueHeadWaitTimeMills": "0",
 		"pullThreadPoolQueueSize": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
 		"pageCacheLockTimeMills": "0", "commitLogDiskRatio": "0.0",
 		"msgPutTotalTodayNow": strconv.FormatUint(st.Messages, 10),
-		"runtime":             "[ 0 days, 0 hours, 0 minutes, 0 seconds ]",
+		"msgGetTotalTodayNow": strconv.FormatUint(b.stats.pulled.Load(), 10),
+		"runtime":             b.rates.runtime(time.Now()),
 	}
 	b.connMu.RLock()
 	kv["connections"] = strconv.Itoa(len(b.conns))

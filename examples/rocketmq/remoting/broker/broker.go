@@ -71,6 +71,8 @@ type Broker struct {
 	notifyMu      sync.Mutex
 	notifyPending map[string]bool
 
+	rates *rates // the runtime table's TPS figures
+
 	stats struct {
 		sent, sendRejected, delayed, pulls, pulled, suspended, moved atomic.Uint64
 		commits, stale, sentBack, dlq, heartbeats, notifies          atomic.Uint64
@@ -86,7 +88,9 @@ func NewBroker(core Core, topics *Topics, opts BrokerOptions) *Broker {
 	b := &Broker{core: core, st: core.Store(), topics: topics, opts: opts,
 		log: opts.Logger.With("server", "broker"), storeHost: wire.HostBytes(opts.Addr),
 		ctx: ctx, cancel: cancel, conns: map[string]*transport.Conn{},
-		notifyPending: map[string]bool{}}
+		notifyPending: map[string]bool{}, rates: newRates(time.Now())}
+	b.wg.Add(1)
+	go b.sampleRates()
 	return b
 }
 

@@ -11,17 +11,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/store"
 )
 
-// RocketMQ property names the broker reads or writes.
+// RocketMQ property names the broker reads or writes. Those the library's
+// retry and dead-letter policy also uses are the library's constants.
 const (
 	PropTags            = "TAGS"
 	PropKeys            = "KEYS"
-	PropDelay           = "DELAY"
-	PropUniqKey         = "UNIQ_KEY"
-	PropRetryTopic      = "RETRY_TOPIC"
-	PropOriginMessageID = "ORIGIN_MESSAGE_ID"
+	PropDelay           = brokercore.PropDelayLevel
+	PropUniqKey         = brokercore.PropUniqKey
+	PropRetryTopic      = brokercore.PropRetryTopic
+	PropOriginMessageID = brokercore.PropOriginMessageID
 	PropReconsumeTime   = "RECONSUME_TIME"
 	PropMaxReconsume    = "MAX_RECONSUME_TIMES"
 
