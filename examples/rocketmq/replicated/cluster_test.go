@@ -10,6 +10,7 @@ import (
 
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
+	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ type cluster struct {
 	closed []bool
 }
 
-func startCluster(t testing.TB, n int) *cluster {
+func startCluster(t testing.TB, n int, tweaks ...func(*Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, closed: make([]bool, n)}
 	var peers []Peer
@@ -38,8 +39,12 @@ func startCluster(t testing.TB, n int) *cluster {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	for i, p := range peers {
-		s, err := Start(Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true, BrokerAddr: p.BrokerAddr,
-			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, Logger: log})
+		cfg := Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true, BrokerAddr: p.BrokerAddr,
+			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, Logger: log}
+		for _, tw := range tweaks {
+			tw(&cfg)
+		}
+		s, err := Start(cfg)
 		require.NoError(t, err)
 		c.nodes = append(c.nodes, s)
 	}
@@ -219,4 +224,11 @@ func TestTransactionalSendIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wire.NoPermission, resp.Code, resp.Remark)
 	require.Zero(t, c.nodes[l].Node().Store().Stats().Messages)
+}
+
+// Delay levels the scheduler cannot use are refused at Start (a replica
+// with them would be elected and never serve as the leader).
+func TestStartRefusesBadDelayLevels(t *testing.T) {
+	_, err := Start(Config{Dir: t.TempDir(), ID: "n1", RaftAddr: "127.0.0.1:0", DelayLevels: "200ms"})
+	require.ErrorIs(t, err, schedule.ErrInvalid)
 }

@@ -26,7 +26,7 @@ const (
 	maxIdleForward        = 8 // idle connections kept to the leader
 )
 
-// handler is the node's broker handler: a send reaching a node that does
+// handler is the node's broker handler: a send (or send-back) reaching a node that does
 // not lead is forwarded to the leader's broker and the leader's answer
 // returned (routes list the followers as write-only brokers, so that a
 // producer whose leader died retries on a live node); everything else is
@@ -38,9 +38,11 @@ type handler struct {
 	fwd  *forwarder
 }
 
+// isSend reports the writes a follower forwards: sends and send-backs
+// (CONSUMER_SEND_MSG_BACK, which the leader's scheduler delays).
 func isSend(code int16) bool {
 	switch code {
-	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
+	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage, wire.CodeConsumerSendMsgBack:
 		return true
 	}
 	return false

@@ -118,6 +118,13 @@ func Start(cfg Config) (s *Server, err error) {
 	if cfg.Dir == "" || cfg.ID == "" || (cfg.RaftAddr == "" && cfg.Transport == nil) {
 		return nil, errors.New("replicated: Dir, ID and RaftAddr (or Transport) are required")
 	}
+	if cfg.DelayLevels != "" {
+		// Checked here: a replica with bad levels would never start its
+		// leader services, so the cluster would elect no usable leader.
+		if _, err := schedule.ParseLevels(cfg.DelayLevels); err != nil {
+			return nil, fmt.Errorf("replicated: delay levels: %w", err)
+		}
+	}
 	if cfg.QueueNums <= 0 {
 		cfg.QueueNums = DefaultQueueNums
 	}
@@ -337,14 +344,13 @@ func (c *core) Scheduler() *schedule.Scheduler { return nil }
 // Arrivals wakes the broker's long polls.
 func (c *core) Arrivals() *brokercore.Arrivals { return c.arrivals }
 
-// errSendBackNotReplicated: a broker with a Writer refuses send-backs
-// before it would ask.
-var errSendBackNotReplicated = errors.New("send back is not replicated")
+// errSendBackByWriter: the broker gives send-backs to the Writer (a
+// broker.SendBackWriter), never to the core.
+var errSendBackByWriter = errors.New("send back goes through the replica")
 
-// SendBack is not replicated (the broker refuses CONSUMER_SEND_MSG_BACK
-// with a Writer, before it gets here).
+// SendBack is never called: the Writer takes send-backs (writer.SendBack).
 func (c *core) SendBack(*store.Message, string, int, int) (*store.Message, error) {
-	return nil, errSendBackNotReplicated
+	return nil, errSendBackByWriter
 }
 
 func (c *core) close() error {
@@ -356,6 +362,8 @@ func (c *core) close() error {
 // writer is the broker's Writer on a replica.
 type writer struct{ n *replica.Node }
 
+var _ broker.SendBackWriter = writer{}
+
 func (w writer) Append(msgs []*store.Message) error {
 	out, err := w.n.Produce(msgs...)
 	if err != nil {
@@ -365,6 +373,13 @@ func (w writer) Append(msgs []*store.Message) error {
 		msgs[i].LogOffset, msgs[i].QueueOffset = m.LogOffset, m.QueueOffset
 	}
 	return nil
+}
+
+// SendBack stores a send-back through raft (replica.Node.SendBack: the
+// library's rules, the leader's replicated scheduler for the retry's delay).
+func (w writer) SendBack(m *store.Message, group string, delayLevel, maxReconsume int) (*store.Message, error) {
+	d, err := w.n.SendBack(m, group, delayLevel, maxReconsume)
+	return d, writeErr(err)
 }
 
 func (w writer) AppendDelayed(m *store.Message, level int) (*store.Message, error) {
