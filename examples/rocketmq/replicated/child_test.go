@@ -69,9 +69,9 @@ func startProcs(t *testing.T, n int) []*nodeProc {
 	var peers []Peer
 	for i := 0; i < n; i++ {
 		cfg := Config{Dir: t.TempDir(), ID: fmt.Sprintf("n%d", i+1), RaftAddr: freeAddr(t),
-			BrokerAddr: freeAddr(t), NameSrvAddr: freeAddr(t), Bootstrap: true,
+			BrokerAddr: freeAddr(t), NameSrvAddr: freeAddr(t), GRPCAddr: freeAddr(t), Bootstrap: true,
 			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond}
-		peers = append(peers, Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, BrokerAddr: cfg.BrokerAddr})
+		peers = append(peers, Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, BrokerAddr: cfg.BrokerAddr, GRPCAddr: cfg.GRPCAddr})
 		ps = append(ps, &nodeProc{cfg: cfg})
 	}
 	for _, p := range ps {

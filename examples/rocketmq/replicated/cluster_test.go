@@ -32,14 +32,14 @@ func startCluster(t testing.TB, n int, tweaks ...func(*Config)) *cluster {
 		tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 4, 10*time.Second, io.Discard)
 		require.NoError(t, err)
 		c.trans = append(c.trans, tr)
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.LocalAddr()), BrokerAddr: freeAddr(t)})
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.LocalAddr()), BrokerAddr: freeAddr(t), GRPCAddr: freeAddr(t)})
 	}
 	var log *slog.Logger
 	if os.Getenv("RMQTEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	for i, p := range peers {
-		cfg := Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true, BrokerAddr: p.BrokerAddr,
+		cfg := Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true, BrokerAddr: p.BrokerAddr, GRPCAddr: p.GRPCAddr,
 			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, Logger: log}
 		for _, tw := range tweaks {
 			tw(&cfg)
@@ -136,11 +136,11 @@ func TestLeaderWritesReachEveryReplica(t *testing.T) {
 }
 
 func TestParsePeers(t *testing.T) {
-	ps, err := ParsePeers("n1=127.0.0.1:7001@127.0.0.1:10911, n2=127.0.0.1:7002")
+	ps, err := ParsePeers("n1=127.0.0.1:7001@127.0.0.1:10911, n2=127.0.0.1:7002, n3=127.0.0.1:7003@127.0.0.1:10913@127.0.0.1:8083")
 	require.NoError(t, err)
 	require.Equal(t, []Peer{{ID: "n1", RaftAddr: "127.0.0.1:7001", BrokerAddr: "127.0.0.1:10911"},
-		{ID: "n2", RaftAddr: "127.0.0.1:7002"}}, ps)
-	for _, bad := range []string{"n1", "=x", "n1=", "n1=@b"} {
+		{ID: "n2", RaftAddr: "127.0.0.1:7002"}, {ID: "n3", RaftAddr: "127.0.0.1:7003", BrokerAddr: "127.0.0.1:10913", GRPCAddr: "127.0.0.1:8083"}}, ps)
+	for _, bad := range []string{"n1", "=x", "n1=", "n1=@b", "n1=a@b@c@d"} {
 		_, err := ParsePeers(bad)
 		require.Error(t, err, bad)
 	}

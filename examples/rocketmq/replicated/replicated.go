@@ -14,6 +14,7 @@ import (
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/examples/cluster/replica"
+	"github.com/brokercore/brokercore/examples/rocketmq/grpcapi"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
@@ -38,9 +39,14 @@ type Peer struct {
 	// BrokerAddr is its advertised broker address, "" when not known ahead
 	// (a leader replicates its own once it leads).
 	BrokerAddr string
+	// GRPCAddr is its gRPC endpoint's address, "" when it serves none:
+	// gRPC routes list every peer's, and followers forward to the
+	// leader's (see grpc.go).
+	GRPCAddr string
 }
 
-// ParsePeers parses "id=raftAddr[@brokerAddr],…" (the program's -peers).
+// ParsePeers parses "id=raftAddr[@brokerAddr[@grpcAddr]],…" (the
+// program's -peers).
 func ParsePeers(s string) ([]Peer, error) {
 	var ps []Peer
 	for _, item := range strings.Split(s, ",") {
@@ -50,13 +56,17 @@ func ParsePeers(s string) ([]Peer, error) {
 		}
 		id, rest, ok := strings.Cut(item, "=")
 		if !ok || id == "" || rest == "" {
-			return nil, fmt.Errorf("peer %q: want id=raftAddr[@brokerAddr]", item)
+			return nil, fmt.Errorf("peer %q: want id=raftAddr[@brokerAddr[@grpcAddr]]", item)
 		}
-		raftAddr, brokerAddr, _ := strings.Cut(rest, "@")
+		raftAddr, rest, _ := strings.Cut(rest, "@")
+		brokerAddr, grpcAddr, _ := strings.Cut(rest, "@")
 		if raftAddr == "" {
 			return nil, fmt.Errorf("peer %q: no raft address", item)
 		}
-		ps = append(ps, Peer{ID: id, RaftAddr: raftAddr, BrokerAddr: brokerAddr})
+		if strings.Contains(grpcAddr, "@") {
+			return nil, fmt.Errorf("peer %q: want id=raftAddr[@brokerAddr[@grpcAddr]]", item)
+		}
+		ps = append(ps, Peer{ID: id, RaftAddr: raftAddr, BrokerAddr: brokerAddr, GRPCAddr: grpcAddr})
 	}
 	return ps, nil
 }
@@ -70,6 +80,10 @@ type Config struct {
 	// NameSrvAddr and BrokerAddr are the listen addresses; port 0 picks a
 	// free port. The broker's is advertised in routes and replicated.
 	NameSrvAddr, BrokerAddr string
+	// GRPCAddr is the gRPC endpoint's listen address (RocketMQ 5's
+	// clients, TLS and plaintext on one port); "" = none. Give it in every
+	// peer's Peer.GRPCAddr as well: routes name the peers' addresses.
+	GRPCAddr string
 	// ID is the node's raft id; RaftAddr the address raft listens on.
 	ID, RaftAddr string
 	// Transport replaces raft's TCP transport (the caller closes it after
@@ -107,6 +121,11 @@ type Server struct {
 	brAddr string
 	fwd    *forwarder
 
+	grpcLn   net.Listener
+	grpcAddr string
+	grpc     *grpcapi.Server
+	gfwd     *gforward
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
@@ -142,16 +161,27 @@ func Start(cfg Config) (s *Server, err error) {
 		return nil, fmt.Errorf("name server listener: %w", err)
 	}
 	s.brAddr, s.nsAddr = advertise(bl.Addr()), advertise(nl.Addr())
+	if cfg.GRPCAddr != "" {
+		if s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+			bl.Close()
+			nl.Close()
+			return nil, fmt.Errorf("grpc listener: %w", err)
+		}
+		s.grpcAddr = advertise(s.grpcLn.Addr())
+	}
 	if err := s.open(); err != nil {
 		bl.Close()
 		nl.Close()
+		if s.grpcLn != nil {
+			s.grpcLn.Close()
+		}
 		s.Close()
 		return nil, err
 	}
 	s.serve(s.nsrv, nl)
 	s.serve(s.bsrv, bl)
 	s.housekeeping()
-	s.log.Info("replicated rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "raft", cfg.RaftAddr)
+	s.log.Info("replicated rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "grpc", s.grpcAddr, "raft", cfg.RaftAddr)
 	return s, nil
 }
 
@@ -187,6 +217,9 @@ func (s *Server) open() (err error) {
 	s.fwd = &forwarder{log: s.log, timeout: DefaultForwardTimeout, idle: map[string][]*fconn{}}
 	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd}
 	s.bsrv = transport.NewServer(h, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
+	if s.grpcLn != nil {
+		return s.startGRPC()
+	}
 	return nil
 }
 
@@ -232,10 +265,16 @@ func (s *Server) Close() error {
 		if s.bsrv != nil {
 			errs = append(errs, s.bsrv.Close())
 		}
+		if s.grpc != nil {
+			errs = append(errs, s.grpc.Close())
+		}
 		close(s.stop)
 		s.wg.Wait()
 		if s.fwd != nil {
 			s.fwd.close()
+		}
+		if s.gfwd != nil {
+			s.gfwd.close()
 		}
 		if s.broker != nil {
 			errs = append(errs, s.broker.Close())
