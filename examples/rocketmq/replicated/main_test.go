@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 )
 
