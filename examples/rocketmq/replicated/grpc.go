@@ -13,8 +13,10 @@ import (
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/examples/cluster/replica"
@@ -186,18 +188,24 @@ type gforward struct {
 	closed bool
 }
 
-// target is the leader's gRPC address for a call to forward, or "" to serve
-// it here: this node leads, the call was forwarded already, or no leader
-// became known in time (the local handler then answers UNAVAILABLE).
-func (f *gforward) target(ctx context.Context) string {
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(forwardedMD)) > 0 {
-		return ""
-	}
+// waitUntil is how long a call waits for a leader to forward to: at most
+// f.wait, and half the call's remaining time.
+func (f *gforward) waitUntil(ctx context.Context) time.Time {
 	wait := f.wait
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl)/2)
 	}
-	timer := time.NewTimer(wait)
+	return time.Now().Add(wait)
+}
+
+// target is the leader's gRPC address for a call to forward, or "" to serve
+// it here: this node leads, the call was forwarded already, or no leader
+// became known by until (the local handler then answers UNAVAILABLE).
+func (f *gforward) target(ctx context.Context, until time.Time) string {
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(forwardedMD)) > 0 {
+		return ""
+	}
+	timer := time.NewTimer(time.Until(until))
 	defer timer.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -215,6 +223,26 @@ func (f *gforward) target(ctx context.Context) string {
 			return ""
 		case <-tick.C:
 		}
+	}
+}
+
+// again reports whether a forward that failed with err is tried again:
+// UNAVAILABLE (the leader died or stepped down; its successor may be
+// known in a moment) while there is time left. A unary call that failed
+// so may have reached the old leader; the client's own resend would be
+// just as ambiguous (deduplicate by message key).
+func (f *gforward) again(ctx context.Context, err error, until time.Time) bool {
+	if grpcstatus.Code(err) != codes.Unavailable || !time.Now().Before(until) {
+		return false
+	}
+	f.log.Info("forward to the leader failed; trying again", "err", err)
+	t := time.NewTimer(50 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -255,66 +283,98 @@ func (f *gforward) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	if !leaderOnly[info.FullMethod] {
 		return handler(ctx, req)
 	}
-	addr := f.target(ctx)
-	if addr == "" {
-		return handler(ctx, req)
+	until := f.waitUntil(ctx)
+	for {
+		addr := f.target(ctx, until)
+		if addr == "" {
+			return handler(ctx, req)
+		}
+		c, err := f.client(addr)
+		if err != nil {
+			return handler(ctx, req)
+		}
+		resp, err := forwardUnary(outgoing(ctx), c, req)
+		if errors.Is(err, errNotForwarded) {
+			return handler(ctx, req)
+		}
+		if err == nil || !f.again(ctx, err, until) {
+			return resp, err
+		}
 	}
-	c, err := f.client(addr)
-	if err != nil {
-		return handler(ctx, req)
-	}
-	octx := outgoing(ctx)
+}
+
+var errNotForwarded = errors.New("not a forwarded call")
+
+func forwardUnary(ctx context.Context, c v2.MessagingServiceClient, req any) (any, error) {
 	switch r := req.(type) {
 	case *v2.SendMessageRequest:
-		return c.SendMessage(octx, r)
+		return c.SendMessage(ctx, r)
 	case *v2.AckMessageRequest:
-		return c.AckMessage(octx, r)
+		return c.AckMessage(ctx, r)
 	case *v2.ChangeInvisibleDurationRequest:
-		return c.ChangeInvisibleDuration(octx, r)
+		return c.ChangeInvisibleDuration(ctx, r)
 	case *v2.ForwardMessageToDeadLetterQueueRequest:
-		return c.ForwardMessageToDeadLetterQueue(octx, r)
+		return c.ForwardMessageToDeadLetterQueue(ctx, r)
 	case *v2.RecallMessageRequest:
-		return c.RecallMessage(octx, r)
+		return c.RecallMessage(ctx, r)
 	case *v2.EndTransactionRequest:
-		return c.EndTransaction(octx, r)
+		return c.EndTransaction(ctx, r)
 	}
-	return handler(ctx, req)
+	return nil, errNotForwarded
 }
 
 // stream forwards ReceiveMessage: the request is read here, the leader's
 // frames relayed as they come, and its ending (status or error) passed on.
+// A receive that failed UNAVAILABLE before its first frame is tried again.
 func (f *gforward) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if info.FullMethod != svc+"ReceiveMessage" {
 		return handler(srv, ss)
 	}
 	ctx := ss.Context()
-	addr := f.target(ctx)
+	until := f.waitUntil(ctx)
+	addr := f.target(ctx, until)
 	if addr == "" {
-		return handler(srv, ss)
-	}
-	c, err := f.client(addr)
-	if err != nil {
 		return handler(srv, ss)
 	}
 	req := new(v2.ReceiveMessageRequest)
 	if err := ss.RecvMsg(req); err != nil {
 		return err
 	}
+	for {
+		relayed, err := f.relay(ctx, addr, req, ss)
+		if relayed || err == nil || !f.again(ctx, err, until) {
+			return err
+		}
+		if addr = f.target(ctx, until); addr == "" {
+			return err // the local handler cannot be given the request read already
+		}
+	}
+}
+
+// relay runs one ReceiveMessage on the leader and relays its frames; it
+// reports whether any frame was relayed.
+func (f *gforward) relay(ctx context.Context, addr string, req *v2.ReceiveMessageRequest, ss grpc.ServerStream) (bool, error) {
+	c, err := f.client(addr)
+	if err != nil {
+		return false, err
+	}
 	cs, err := c.ReceiveMessage(outgoing(ctx), req)
 	if err != nil {
-		return err
+		return false, err
 	}
+	relayed := false
 	for {
 		resp, err := cs.Recv()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return relayed, nil
 		}
 		if err != nil {
-			return err
+			return relayed, err
 		}
 		if err := ss.SendMsg(resp); err != nil {
-			return err
+			return true, err
 		}
+		relayed = true
 	}
 }
 
