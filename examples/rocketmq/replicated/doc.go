@@ -56,10 +56,19 @@
 // DELAY messages go through the replicated scheduler; RecallMessage is
 // UNSUPPORTED, transactional messages NOT_IMPLEMENTED.
 //
+// The admin's table changes (UPDATE_AND_CREATE_TOPIC,
+// DELETE_TOPIC_IN_BROKER, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+// DELETE_SUBSCRIPTIONGROUP) go through raft as a log in AdminTopic
+// (tables.go): every node applies them in order to its topic table, topic
+// configuration (queue numbers, permission, message.type) and subscription
+// groups (orderly groups are FIFO over gRPC too), so routes and FIFO queue
+// choices agree on every node. Topics created on first use are every
+// node's own, with the same defaults.
+//
 // Not replicated (yet): transactions (half messages are refused with
-// NO_PERMISSION, gRPC's with NOT_IMPLEMENTED), the topic table and the
-// admin's topic and group configuration (every node creates topics on its
-// own, with the same defaults), orderly queue locks (every node has its
-// own table: a new leader starts with none), the metrics and admin HTTP
-// endpoint, and ACL (the program refuses -acl with -raft-id).
+// NO_PERMISSION, gRPC's with NOT_IMPLEMENTED), orderly queue locks (every
+// node has its own table: a new leader starts with none), a deleted
+// group's committed offsets (cleanOffset clears the node's local ones
+// only), the metrics and admin HTTP endpoint, and ACL (the program refuses
+// -acl with -raft-id).
 package replicated

@@ -15,6 +15,7 @@ import (
 	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/brokercore/brokercore/examples/rocketmq/grpcapi"
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
@@ -121,6 +122,11 @@ type Server struct {
 	brAddr string
 	fwd    *forwarder
 
+	groups       *meta.Groups
+	topicConfigs *meta.Topics
+	tables       *tables
+	untables     func()
+
 	grpcLn   net.Listener
 	grpcAddr string
 	grpc     *grpcapi.Server
@@ -181,6 +187,11 @@ func Start(cfg Config) (s *Server, err error) {
 	s.serve(s.nsrv, nl)
 	s.serve(s.bsrv, bl)
 	s.housekeeping()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.tables.loop(s.stop)
+	}()
 	s.log.Info("replicated rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "grpc", s.grpcAddr, "raft", cfg.RaftAddr)
 	return s, nil
 }
@@ -205,17 +216,30 @@ func (s *Server) open() (err error) {
 	if s.topics, err = broker.OpenTopics(filepath.Join(cfg.Dir, "topics.json"), cfg.QueueNums); err != nil {
 		return err
 	}
+	if s.groups, err = meta.OpenGroups(filepath.Join(cfg.Dir, "subscriptionGroup.json")); err != nil {
+		return err
+	}
+	if s.topicConfigs, err = meta.OpenTopics(filepath.Join(cfg.Dir, "topics-config.json")); err != nil {
+		return err
+	}
 	if s.core, err = newCore(s.node, cfg); err != nil {
 		return err
 	}
 	s.broker = broker.NewBroker(s.core, s.topics, broker.BrokerOptions{Addr: s.brAddr,
-		ResetNotifyDelay: cfg.ResetNotifyDelay, Writer: writer{s.node}, Logger: cfg.Logger})
+		ResetNotifyDelay: cfg.ResetNotifyDelay, Writer: writer{s.node}, Logger: cfg.Logger,
+		Groups: s.groups, TopicConfigs: s.topicConfigs})
 	s.core.late.Store(s.broker)
+	if s.tables, err = newTables(s.node, s.broker, filepath.Join(cfg.Dir, appliedFile), s.log); err != nil {
+		return err
+	}
+	s.untables = s.node.Store().Subscribe(s.tables.notify)
+	s.tables.applyAvailable() // what the replica holds already, before serving
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
-		NoAutoCreate: cfg.NoAutoCreate, LeaderAddr: s.node.LeaderAddr, WriteOnly: s.followers, Logger: cfg.Logger})
+		NoAutoCreate: cfg.NoAutoCreate, LeaderAddr: s.node.LeaderAddr, WriteOnly: s.followers, Logger: cfg.Logger,
+		TopicConfig: s.routeConfig})
 	s.nsrv = transport.NewServer(ns, transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
 	s.fwd = &forwarder{log: s.log, timeout: DefaultForwardTimeout, idle: map[string][]*fconn{}}
-	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd}
+	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd, tables: s.tables, stop: s.stop}
 	s.bsrv = transport.NewServer(h, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
 	if s.grpcLn != nil {
 		return s.startGRPC()
@@ -270,6 +294,9 @@ func (s *Server) Close() error {
 		}
 		close(s.stop)
 		s.wg.Wait()
+		if s.untables != nil {
+			s.untables()
+		}
 		if s.fwd != nil {
 			s.fwd.close()
 		}
@@ -290,6 +317,22 @@ func (s *Server) Close() error {
 	})
 	return s.err
 }
+
+// routeConfig is a topic's admin-set queue numbers and permission for the
+// name server's routes (the replicated topic configuration).
+func (s *Server) routeConfig(topic string) (read, write, perm int, ok bool) {
+	c, ok := s.topicConfigs.Get(topic)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	return c.ReadQueueNums, c.WriteQueueNums, c.Perm, true
+}
+
+// Groups is the node's subscription group table and TopicConfigs its topic
+// configuration table: the admin's changes to them are replicated
+// (tables.go).
+func (s *Server) Groups() *meta.Groups       { return s.groups }
+func (s *Server) TopicConfigs() *meta.Topics { return s.topicConfigs }
 
 // followers are the write-only brokers of the routes: every peer with a
 // broker address but the leader, named BrokerName-ID.
@@ -317,7 +360,9 @@ func (s *Server) NameSrvAddr() string { return s.nsAddr }
 // BrokerAddr is the broker's advertised address.
 func (s *Server) BrokerAddr() string { return s.brAddr }
 
-// Topics is the node's topic table (every node keeps its own).
+// Topics is the node's topic table: every node keeps its own, creates
+// topics on its own with the same defaults, and applies the admin's
+// replicated changes (tables.go).
 func (s *Server) Topics() *broker.Topics { return s.topics }
 
 // Broker is the remoting broker handler.
