@@ -72,6 +72,7 @@ func (s *Server) startGRPC() error {
 		CertDir:            filepath.Join(s.cfg.Dir, "grpc"),
 		Logger:             s.cfg.Logger.With("pkg", "grpc", "node", s.cfg.ID),
 		QueueCount:         func(topic string) (int, error) { return s.topics.Ensure(topic, 0) },
+		LongPolling:        s.cfg.GRPCLongPolling,
 		GroupFIFO:          s.groups.Orderly,
 		TopicMessageType:   s.topicConfigs.MessageType,
 		Writer:             gwriter{s.node},

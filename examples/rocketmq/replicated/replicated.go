@@ -85,6 +85,9 @@ type Config struct {
 	// clients, TLS and plaintext on one port); "" = none. Give it in every
 	// peer's Peer.GRPCAddr as well: routes name the peers' addresses.
 	GRPCAddr string
+	// GRPCLongPolling is the v5 push consumers' long-polling time
+	// (grpcapi.Options.LongPolling; 0 = grpcapi's default).
+	GRPCLongPolling time.Duration
 	// ID is the node's raft id; RaftAddr the address raft listens on.
 	ID, RaftAddr string
 	// Transport replaces raft's TCP transport (the caller closes it after

@@ -132,6 +132,26 @@ func startV5Consumer(t *testing.T, endpoints []string, group, topic string) *v5C
 	return vc
 }
 
+// startV5Push starts the v5 PushConsumer of group on topic, acking
+// everything and counting deliveries by key.
+func startV5Push(t *testing.T, endpoints []string, group, topic string) *v5Counter {
+	t.Helper()
+	vc := &v5Counter{seen: map[string]int{}, order: map[string][]string{}}
+	c, err := rmq.NewPushConsumer(v5Config(endpoints, group),
+		rmq.WithPushSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}),
+		rmq.WithPushConsumptionThreadCount(4),
+		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: func(mv *rmq.MessageView) rmq.ConsumerResult {
+			vc.mu.Lock()
+			defer vc.mu.Unlock()
+			vc.seen[strings.Join(mv.GetKeys(), " ")]++
+			return rmq.SUCCESS
+		}}))
+	require.NoError(t, err)
+	startV5(t, c.Start)
+	t.Cleanup(func() { _ = c.GracefulStop() }) // waits the long poll (2 s) + 3 s
+	return vc
+}
+
 // waitAll waits until every key was received; it reports the redeliveries.
 func (vc *v5Counter) waitAll(t *testing.T, what string, keys []string, timeout time.Duration) {
 	t.Helper()
@@ -244,9 +264,9 @@ func TestV5ClientThroughAFollower(t *testing.T) {
 	}, 30*time.Second, 10*time.Millisecond, "the follower holds what the leader stored")
 }
 
-// The unchanged v5 Producer and SimpleConsumers (normal, FIFO, delayed
-// messages) across kill -9 of the leader's process: sends resume within
-// 10 s, and every acknowledged send is received.
+// The unchanged v5 Producer, SimpleConsumers (normal, FIFO, delayed
+// messages) and PushConsumer across kill -9 of the leader's process: sends
+// resume within 10 s, and every acknowledged send is received.
 func TestV5LeaderKill9(t *testing.T) {
 	ps := startProcs(t, 3)
 	var ep []string
@@ -257,6 +277,7 @@ func TestV5LeaderKill9(t *testing.T) {
 	p := newV5Producer(t, ep)
 	normal := startV5Consumer(t, ep, v5Group, v5Topic)
 	fifo := startV5Consumer(t, ep, v5FIFOGroup, v5FIFOTopic)
+	push := startV5Push(t, ep, "v5-push", v5Topic)
 	var sent v5Sent
 	rounds := 1
 	if os.Getenv("BROKERCORE_LONG") == "1" {
@@ -287,4 +308,5 @@ func TestV5LeaderKill9(t *testing.T) {
 	normal.waitAll(t, "normal and delayed", sent.normal, 60*time.Second)
 	fifo.waitAll(t, "FIFO", sent.fifo, 60*time.Second)
 	fifo.inOrder(t, sent.groups)
+	push.waitAll(t, "push consumer", sent.normal, 60*time.Second)
 }
