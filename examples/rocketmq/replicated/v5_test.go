@@ -34,24 +34,46 @@ func v5Config(endpoints []string, group string) *rmq.Config {
 	return &rmq.Config{Endpoint: strings.Join(endpoints, ";"), ConsumerGroup: group, Credentials: &v5Creds}
 }
 
-// startV5 runs a client's Start (which waits for the server's settings).
-func startV5(t *testing.T, start func() error) {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- start() }()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("v5 client Start did not return: settings never answered")
+// starter starts v5 clients together: each Start waits for the server's
+// settings answer (grpcapi's SettingsHold, about 1.5 s), so in parallel.
+type starter struct {
+	starts []func() error
+	after  []func()
+}
+
+// add registers a client's Start and what runs once every client started.
+func (st *starter) add(start func() error, after func()) {
+	st.starts = append(st.starts, start)
+	if after != nil {
+		st.after = append(st.after, after)
 	}
 }
 
-func newV5Producer(t *testing.T, endpoints []string) rmq.Producer {
+func (st *starter) run(t *testing.T) {
+	t.Helper()
+	done := make(chan error, len(st.starts))
+	for _, start := range st.starts {
+		go func() { done <- start() }()
+	}
+	timeout := time.After(30 * time.Second)
+	for range st.starts {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-timeout:
+			t.Fatal("v5 client Start did not return: settings never answered")
+		}
+	}
+	for _, f := range st.after {
+		f()
+	}
+}
+
+func newV5Producer(t *testing.T, st *starter, endpoints []string) rmq.Producer {
 	t.Helper()
 	p, err := rmq.NewProducer(v5Config(endpoints, ""), rmq.WithTopics(v5Topic, v5FIFOTopic))
 	require.NoError(t, err)
-	startV5(t, p.Start)
+	st.add(p.Start, nil)
 	t.Cleanup(func() { _ = p.GracefulStop() })
 	return p
 }
@@ -91,15 +113,14 @@ type v5Counter struct {
 	done   chan struct{}
 }
 
-func startV5Consumer(t *testing.T, endpoints []string, group, topic string) *v5Counter {
+func startV5Consumer(t *testing.T, st *starter, endpoints []string, group, topic string) *v5Counter {
 	t.Helper()
 	c, err := rmq.NewSimpleConsumer(v5Config(endpoints, group), rmq.WithSimpleAwaitDuration(2*time.Second),
 		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
 	require.NoError(t, err)
-	startV5(t, c.Start)
 	ctx, cancel := context.WithCancel(context.Background())
 	vc := &v5Counter{seen: map[string]int{}, order: map[string][]string{}, cancel: cancel, done: make(chan struct{})}
-	go func() {
+	loop := func() {
 		defer close(vc.done)
 		for ctx.Err() == nil {
 			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
@@ -123,10 +144,14 @@ func startV5Consumer(t *testing.T, endpoints []string, group, topic string) *v5C
 				_ = c.Ack(ctx, mv)
 			}
 		}
-	}()
+	}
+	started := false
+	st.add(c.Start, func() { started = true; go loop() })
 	t.Cleanup(func() {
 		vc.cancel()
-		<-vc.done
+		if started {
+			<-vc.done
+		}
 		_ = c.GracefulStop()
 	})
 	return vc
@@ -134,7 +159,7 @@ func startV5Consumer(t *testing.T, endpoints []string, group, topic string) *v5C
 
 // startV5Push starts the v5 PushConsumer of group on topic, acking
 // everything and counting deliveries by key.
-func startV5Push(t *testing.T, endpoints []string, group, topic string) *v5Counter {
+func startV5Push(t *testing.T, st *starter, endpoints []string, group, topic string) *v5Counter {
 	t.Helper()
 	vc := &v5Counter{seen: map[string]int{}, order: map[string][]string{}}
 	c, err := rmq.NewPushConsumer(v5Config(endpoints, group),
@@ -147,7 +172,7 @@ func startV5Push(t *testing.T, endpoints []string, group, topic string) *v5Count
 			return rmq.SUCCESS
 		}}))
 	require.NoError(t, err)
-	startV5(t, c.Start)
+	st.add(c.Start, nil)
 	t.Cleanup(func() { _ = c.GracefulStop() }) // waits the long poll (2 s) + 3 s
 	return vc
 }
@@ -251,9 +276,11 @@ func TestV5ClientThroughAFollower(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, addrs, "the route names every node")
 
-	p := newV5Producer(t, ep)
-	normal := startV5Consumer(t, ep, v5Group, v5Topic)
-	fifo := startV5Consumer(t, ep, v5FIFOGroup, v5FIFOTopic)
+	var st starter
+	p := newV5Producer(t, &st, ep)
+	normal := startV5Consumer(t, &st, ep, v5Group, v5Topic)
+	fifo := startV5Consumer(t, &st, ep, v5FIFOGroup, v5FIFOTopic)
+	st.run(t)
 	var sent v5Sent
 	sent.send(t, p, "a", 10)
 	normal.waitAll(t, "normal and delayed", sent.normal, 30*time.Second)
@@ -274,10 +301,12 @@ func TestV5LeaderKill9(t *testing.T) {
 		ep = append(ep, p.cfg.GRPCAddr)
 	}
 	first := agreedLeader(t, ps, 30*time.Second)
-	p := newV5Producer(t, ep)
-	normal := startV5Consumer(t, ep, v5Group, v5Topic)
-	fifo := startV5Consumer(t, ep, v5FIFOGroup, v5FIFOTopic)
-	push := startV5Push(t, ep, "v5-push", v5Topic)
+	var st starter
+	p := newV5Producer(t, &st, ep)
+	normal := startV5Consumer(t, &st, ep, v5Group, v5Topic)
+	fifo := startV5Consumer(t, &st, ep, v5FIFOGroup, v5FIFOTopic)
+	push := startV5Push(t, &st, ep, "v5-push", v5Topic)
+	st.run(t)
 	var sent v5Sent
 	rounds := 1
 	if os.Getenv("BROKERCORE_LONG") == "1" {
