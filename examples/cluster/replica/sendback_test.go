@@ -79,11 +79,14 @@ func TestSendBackRefusals(t *testing.T) {
 	}
 	before := l.fsm.lastIndex()
 	for name, bad := range map[string]func() error{
-		"nil message":  func() error { _, err := l.SendBack(nil, "g", 0, 2); return err },
-		"empty group":  func() error { _, err := l.SendBack(m, "", 0, 2); return err },
-		"long group":   func() error { _, err := l.SendBack(m, strings.Repeat("g", brokercore.MaxGroupLen+1), 0, 2); return err },
-		"bad group":    func() error { _, err := l.SendBack(m, "g/../x", 0, 2); return err },
-		"oversize key": func() error { _, err := l.SendBack(&store.Message{Topic: "orders", Body: []byte("b"), Keys: []string{strings.Repeat("k", 2<<20)}}, "g", -1, 2); return err },
+		"nil message": func() error { _, err := l.SendBack(nil, "g", 0, 2); return err },
+		"empty group": func() error { _, err := l.SendBack(m, "", 0, 2); return err },
+		"long group":  func() error { _, err := l.SendBack(m, strings.Repeat("g", brokercore.MaxGroupLen+1), 0, 2); return err },
+		"bad group":   func() error { _, err := l.SendBack(m, "g/../x", 0, 2); return err },
+		"oversize key": func() error {
+			_, err := l.SendBack(&store.Message{Topic: "orders", Body: []byte("b"), Keys: []string{strings.Repeat("k", 2<<20)}}, "g", -1, 2)
+			return err
+		},
 	} {
 		require.ErrorIs(t, bad(), ErrInvalid, name)
 	}
