@@ -115,3 +115,13 @@ func (s *Server) dueAt(m *store.Message) (time.Time, bool) {
 	at := time.UnixMilli(ms)
 	return at, at.After(s.opts.Now())
 }
+
+// ClientLongPolling is the long-polling time a client's settings told
+// this server (a SimpleConsumer's subscription.long_polling_timeout, the
+// only place it sends it; 0 = none known). A host that forwards the
+// client's receives to another server passes it on in the request
+// (ReceiveMessageRequest.long_polling_timeout): that server never saw the
+// client's settings.
+func (s *Server) ClientLongPolling(clientID string) time.Duration {
+	return s.clients.longPolling(clientID)
+}

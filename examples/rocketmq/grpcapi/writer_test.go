@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/brokercore/brokercore"
@@ -148,4 +149,23 @@ func TestWriterAndPopperTakeTheWrites(t *testing.T) {
 	_, err = rc.AckMessage(ctx, &v2.AckMessageRequest{Group: &v2.Resource{Name: "g"}, Topic: msgs[0].GetTopic(),
 		Entries: []*v2.AckMessageEntry{{MessageId: msgs[0].GetSystemProperties().GetMessageId(), ReceiptHandle: msgs[0].GetSystemProperties().GetReceiptHandle()}}})
 	require.Equal(t, codes.Unavailable, grpcstatus.Code(err), "%v", err)
+}
+
+// ClientLongPolling is what a SimpleConsumer's settings told the server.
+func TestClientLongPollingFromSettings(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, grpcapi.Options{SettingsHold: -1})
+	c := rawClient(t, b.endpoint)
+	ctx, cancel := context.WithTimeout(withClientID(context.Background(), "lp-client"), 10*time.Second)
+	defer cancel()
+	require.Zero(t, b.srv.ClientLongPolling("lp-client"))
+	s, err := c.Telemetry(ctx)
+	require.NoError(t, err)
+	simple := v2.ClientType_SIMPLE_CONSUMER
+	require.NoError(t, s.Send(&v2.TelemetryCommand{Command: &v2.TelemetryCommand_Settings{Settings: &v2.Settings{ClientType: &simple,
+		PubSub: &v2.Settings_Subscription{Subscription: &v2.Subscription{Group: &v2.Resource{Name: "g"},
+			LongPollingTimeout: durationpb.New(7 * time.Second)}}}}}))
+	_, err = s.Recv()
+	require.NoError(t, err)
+	require.Equal(t, 7*time.Second, b.srv.ClientLongPolling("lp-client"))
 }

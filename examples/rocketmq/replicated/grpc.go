@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/examples/cluster/replica"
@@ -84,6 +85,7 @@ func (s *Server) startGRPC() error {
 		return err
 	}
 	s.grpc = g
+	f.longPolling = g.ClientLongPolling
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -185,6 +187,9 @@ type gforward struct {
 	addrs map[string]string // raft id → gRPC address
 	wait  time.Duration
 	log   interface{ Info(string, ...any) }
+	// longPolling is what a client's settings told this node (the gRPC
+	// server's ClientLongPolling), set once the server exists.
+	longPolling func(clientID string) time.Duration
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -342,6 +347,15 @@ func (f *gforward) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 	req := new(v2.ReceiveMessageRequest)
 	if err := ss.RecvMsg(req); err != nil {
 		return err
+	}
+	if req.LongPollingTimeout == nil {
+		// A SimpleConsumer tells its long-polling time only in its
+		// settings, which reached this node, not the leader.
+		if v := metadata.ValueFromIncomingContext(ctx, "x-mq-client-id"); len(v) > 0 {
+			if d := f.longPolling(v[0]); d > 0 {
+				req.LongPollingTimeout = durationpb.New(d)
+			}
+		}
 	}
 	for {
 		relayed, err := f.relay(ctx, addr, req, ss)

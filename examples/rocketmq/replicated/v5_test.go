@@ -15,9 +15,10 @@ import (
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"github.com/stretchr/testify/require"
-	grpcinsecure "google.golang.org/grpc/credentials/insecure"
-
 	"google.golang.org/grpc"
+	grpcinsecure "google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // The official v5 client (github.com/apache/rocketmq-clients/golang/v5)
@@ -338,4 +339,48 @@ func TestV5LeaderKill9(t *testing.T) {
 	fifo.waitAll(t, "FIFO", sent.fifo, 60*time.Second)
 	fifo.inOrder(t, sent.groups)
 	push.waitAll(t, "push consumer", sent.normal, 60*time.Second)
+}
+
+// A SimpleConsumer tells its long-polling time only in its settings, which
+// reach the node it is connected to: a follower passes it on with the
+// receives it forwards, or the leader would poll for its own default.
+func TestV5ForwardedReceiveKeepsTheClientsLongPolling(t *testing.T) {
+	c := startCluster(t, 3, func(cfg *Config) { cfg.GRPCLongPolling = 10 * time.Minute })
+	l := c.leader(30 * time.Second)
+	f := c.nodes[(l+1)%3]
+	conn, err := grpc.NewClient(f.GRPCAddr(), grpc.WithTransportCredentials(grpcinsecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	client := v2.NewMessagingServiceClient(conn)
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", "lp@1"), 10*time.Minute)
+	defer cancel()
+	tel, err := client.Telemetry(ctx)
+	require.NoError(t, err)
+	simple := v2.ClientType_SIMPLE_CONSUMER
+	require.NoError(t, tel.Send(&v2.TelemetryCommand{Command: &v2.TelemetryCommand_Settings{Settings: &v2.Settings{ClientType: &simple,
+		PubSub: &v2.Settings_Subscription{Subscription: &v2.Subscription{Group: &v2.Resource{Name: v5Group},
+			LongPollingTimeout: durationpb.New(time.Second)}}}}}))
+	_, err = tel.Recv()
+	require.NoError(t, err)
+
+	done := make(chan v2.Code, 1)
+	go func() {
+		rs, err := client.ReceiveMessage(ctx, &v2.ReceiveMessageRequest{Group: &v2.Resource{Name: v5Group},
+			MessageQueue: &v2.MessageQueue{Topic: &v2.Resource{Name: v5Topic}, Id: 0}, BatchSize: 1,
+			InvisibleDuration: durationpb.New(time.Minute)})
+		code := v2.Code_INTERNAL_ERROR
+		for err == nil {
+			var resp *v2.ReceiveMessageResponse
+			if resp, err = rs.Recv(); err == nil && resp.GetStatus() != nil {
+				code = resp.GetStatus().GetCode()
+			}
+		}
+		done <- code
+	}()
+	select {
+	case code := <-done:
+		require.Equal(t, v2.Code_MESSAGE_NOT_FOUND, code, "an empty answer after the client's 1 s")
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the leader polled for its own 10 min, not the client's 1 s")
+	}
 }
