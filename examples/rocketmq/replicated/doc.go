@@ -47,7 +47,8 @@
 // ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue) to the
 // leader's gRPC endpoint, with the client's metadata and deadline, and
 // relays the answer: pop's state (receipt handles, invisible times) is the
-// leader's. While no leader is known it waits for one, at most
+// leader's. A forwarded receive carries the client's long-polling time
+// (its settings reached the follower, not the leader). While no leader is known it waits for one, at most
 // DefaultForwardTimeout within the call's deadline, then answers
 // UNAVAILABLE (the client reconnects and resends). A new leader's pop
 // starts from the replicated committed offsets, so messages in flight at
