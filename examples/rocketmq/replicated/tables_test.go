@@ -132,9 +132,12 @@ func TestAdminTableChangesSurviveKill9(t *testing.T) {
 	require.Eventually(t, func() bool { return routeQueuesOr0(f.cfg.NameSrvAddr, "admin-k2") == 3 }, 30*time.Second, 10*time.Millisecond,
 		"the change logged while it was down")
 	require.Equal(t, 8, routeQueues(t, f.cfg.NameSrvAddr, "admin-k"))
-	b, err := os.ReadFile(filepath.Join(f.cfg.Dir, appliedFile))
-	require.NoError(t, err)
-	require.Equal(t, "2\n", string(b))
+	// The position is saved after the change is applied (a crash in
+	// between applies it once more).
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(f.cfg.Dir, appliedFile))
+		return err == nil && string(b) == "2\n"
+	}, 10*time.Second, 10*time.Millisecond, "the applied position is saved")
 	log, err := os.ReadFile(f.log)
 	require.NoError(t, err)
 	require.NotContains(t, string(log), "admin change refused", "nothing refused while catching up")
