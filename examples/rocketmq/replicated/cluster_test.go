@@ -1,10 +1,12 @@
 package replicated
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +28,27 @@ type cluster struct {
 
 func startCluster(t testing.TB, n int, tweaks ...func(*Config)) *cluster {
 	t.Helper()
+	// The broker and gRPC addresses are picked free and listened on later:
+	// another process (or this one's) may take one in between, and then the
+	// whole cluster starts again on new ones.
+	for attempt := 1; ; attempt++ {
+		c, err := tryCluster(t, n, tweaks)
+		if err == nil {
+			t.Cleanup(func() {
+				for i := range c.nodes {
+					c.stop(i)
+				}
+			})
+			return c
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 5 {
+			require.NoError(t, err)
+		}
+		t.Logf("cluster start, attempt %d: %v; again on other ports", attempt, err)
+	}
+}
+
+func tryCluster(t testing.TB, n int, tweaks []func(*Config)) (*cluster, error) {
 	c := &cluster{t: t, closed: make([]bool, n)}
 	var peers []Peer
 	for i := 0; i < n; i++ {
@@ -45,15 +68,19 @@ func startCluster(t testing.TB, n int, tweaks ...func(*Config)) *cluster {
 			tw(&cfg)
 		}
 		s, err := Start(cfg)
-		require.NoError(t, err)
+		if err != nil {
+			for j := range c.nodes {
+				c.stop(j)
+			}
+			for _, tr := range c.trans[len(c.nodes):] {
+				tr.CloseStreams()
+				_ = tr.Close()
+			}
+			return nil, err
+		}
 		c.nodes = append(c.nodes, s)
 	}
-	t.Cleanup(func() {
-		for i := range c.nodes {
-			c.stop(i)
-		}
-	})
-	return c
+	return c, nil
 }
 
 // stop closes node i and its raft transport.
