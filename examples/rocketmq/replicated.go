@@ -24,13 +24,14 @@ func replicatedFlags(fs *flag.FlagSet) *raftFlags {
 	rf := &raftFlags{}
 	fs.StringVar(&rf.id, "raft-id", "", "run as this node of a replicated cluster (raft server id; empty = a single broker)")
 	fs.StringVar(&rf.addr, "raft-addr", "127.0.0.1:7001", "raft listen and advertised address of a replicated node")
-	fs.StringVar(&rf.peers, "peers", "", "the cluster's initial voters, this node among them: id=raftAddr[@brokerAddr],…")
+	fs.StringVar(&rf.peers, "peers", "", "the cluster's initial voters, this node among them: id=raftAddr[@brokerAddr[@grpcAddr]],…")
 	fs.BoolVar(&rf.bootstrap, "bootstrap", false, "start a new cluster from -peers (give every initial node the same -peers and -bootstrap; ignored once the node has raft state)")
 	return rf
 }
 
 // runReplicated runs a replicated node until ctx is done. The metrics and
-// admin HTTP endpoint and the gRPC listener are not served in this mode.
+// admin HTTP endpoint is not served in this mode; the gRPC endpoint is
+// (-grpc-addr; "-" = off), and gRPC routes name every peer's grpcAddr.
 //
 // ACL is not available in this mode yet (a follower forwards sends to the
 // leader, and raft's own traffic is not authenticated), so -acl is refused
@@ -46,15 +47,23 @@ func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *s
 		log.Error("-acl is not supported with -raft-id yet")
 		return 2
 	}
+	grpcAddr := cfg.GRPCAddr
+	if grpcAddr == "-" {
+		grpcAddr = ""
+	}
 	if !cfg.InsecureAllowRemote {
-		for what, a := range map[string]string{"broker": cfg.BrokerAddr, "name server": cfg.NameSrvAddr, "raft": rf.addr} {
+		addrs := map[string]string{"broker": cfg.BrokerAddr, "name server": cfg.NameSrvAddr, "raft": rf.addr}
+		if grpcAddr != "" {
+			addrs["grpc"] = grpcAddr
+		}
+		for what, a := range addrs {
 			if !loopbackAddr(a) {
 				log.Error("start", "err", fmt.Errorf("%w: %s address %s", server.ErrInsecureListen, what, a))
 				return 1
 			}
 		}
 	}
-	s, err := replicated.Start(replicated.Config{Dir: cfg.Dir, NameSrvAddr: cfg.NameSrvAddr, BrokerAddr: cfg.BrokerAddr,
+	s, err := replicated.Start(replicated.Config{Dir: cfg.Dir, NameSrvAddr: cfg.NameSrvAddr, BrokerAddr: cfg.BrokerAddr, GRPCAddr: grpcAddr,
 		ID: rf.id, RaftAddr: rf.addr, Peers: peers, Bootstrap: rf.bootstrap, QueueNums: cfg.QueueNums,
 		LockMaxLiveTime: cfg.LockMaxLiveTime, Logger: log})
 	if err != nil {

@@ -11,20 +11,22 @@ import (
 )
 
 // -raft-id runs the program as a node of a replicated cluster: one node
-// bootstrapped from -peers leads, serves, and stops cleanly.
+// bootstrapped from -peers leads, serves (the gRPC endpoint too), and stops
+// cleanly.
 func TestRunReplicatedNode(t *testing.T) {
 	dir := t.TempDir()
-	ns, br, ra := freeAddr(t), freeAddr(t), freeAddr(t)
+	ns, br, ra, gr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out syncBuf
 	done := make(chan int)
 	go func() {
-		done <- run(ctx, []string{"-data", dir, "-namesrv-addr", ns, "-broker-addr", br,
-			"-raft-id", "n1", "-raft-addr", ra, "-peers", "n1=" + ra + "@" + br, "-bootstrap"}, &out)
+		done <- run(ctx, []string{"-data", dir, "-namesrv-addr", ns, "-broker-addr", br, "-grpc-addr", gr,
+			"-raft-id", "n1", "-raft-addr", ra, "-peers", "n1=" + ra + "@" + br + "@" + gr, "-bootstrap"}, &out)
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "cluster: leading") },
 		30*time.Second, 20*time.Millisecond, "the one voter leads")
+	require.Contains(t, out.String(), "grpc="+gr)
 	cancel()
 	require.Equal(t, 0, <-done)
 	require.Contains(t, out.String(), "replicated rocketmq broker stopped")

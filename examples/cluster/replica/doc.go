@@ -8,7 +8,10 @@
 //
 //   - Produce (one atomic batch; ProduceDelayed, ProduceAt for the
 //     scheduler) is acknowledged once a majority has it on disk; every
-//     node assigns the same offsets and timestamps.
+//     node assigns the same offsets and timestamps. SendBack (a message a
+//     consumer gives back: retry topic through the scheduler, or dead
+//     letters) and ProduceSystem (the host's own state in reserved topics)
+//     are the broker's own writes, checked with the rules for those.
 //   - Pop, Ack, ChangeInvisible run on the leader; acknowledged consumer
 //     offsets are committed through raft every Config.CommitEvery, and
 //     ResetOffset moves one (with a new epoch that fences older acks).

@@ -109,3 +109,17 @@ func BenchmarkDigest1KiB(b *testing.B) {
 		}
 	})
 }
+
+// Advertise names one address or several IP literals separated by ";"
+// (in that order: the client sorts and shuffles them itself).
+func TestParseAdvertise(t *testing.T) {
+	e := parseAdvertise("127.0.0.1:8081; 127.0.0.1:8082")
+	require.NotNil(t, e)
+	require.Equal(t, v2.AddressScheme_IPv4, e.Scheme)
+	require.Len(t, e.Addresses, 2)
+	require.Equal(t, int32(8082), e.Addresses[1].Port)
+	require.Len(t, parseAdvertise("broker.example:8081").Addresses, 1)
+	for _, bad := range []string{"127.0.0.1:8081;a.example:1", "a.example:1;b.example:2", "127.0.0.1:8081;x", "[::1]:1;127.0.0.1:2"} {
+		require.Nil(t, parseAdvertise(bad), bad)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/brokercore/brokercore/acl"
 )
 
@@ -62,9 +64,10 @@ const (
 
 // Options configures a Server. The zero value is a working default.
 type Options struct {
-	// Advertise is the address ("host:port") routes and assignments name;
-	// "" = the address the client used to reach the server (its access
-	// point), or the listener's address.
+	// Advertise is the address ("host:port") routes and assignments name,
+	// or several IP addresses separated by ";" (a replicated cluster's
+	// nodes); "" = the address the client used to reach the server (its
+	// access point), or the listener's address.
 	Advertise string
 	// BrokerName is the broker name in routes (default "brokercore").
 	BrokerName string
@@ -150,6 +153,16 @@ type Options struct {
 	// a server that answers at once. Answering after the re-sync orders
 	// the two. It costs each client's Start about a second.
 	SettingsHold time.Duration
+	// Writer, if set, takes every write over (see Writer): a replicated
+	// core. Pop, if set, replaces the Broker's pop service (a replicated
+	// core's leader runs its own).
+	Writer Writer
+	Pop    Popper
+	// UnaryInterceptors and StreamInterceptors run before the server's own
+	// handlers (after its metrics and ACL): a replicated host forwards the
+	// calls that need the leader with them.
+	UnaryInterceptors  []grpc.UnaryServerInterceptor
+	StreamInterceptors []grpc.StreamServerInterceptor
 	// Now is the clock of client bookkeeping (nil = time.Now).
 	Now func() time.Time
 	// Logger receives rejected requests, dead letters and connection events

@@ -36,10 +36,13 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.Serve
 		popCtx, cancel = context.WithDeadline(ctx, dl.Add(-s.opts.DeadlineMargin/2))
 		defer cancel()
 	}
-	res, err := s.b.Pop().Pop(popCtx, preq)
+	res, err := s.pops().Pop(popCtx, preq)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // the client is gone; nothing was handed out
+		}
+		if errors.Is(err, ErrNotWritable) {
+			return unavailable(err)
 		}
 		return sendStatus(stream, s.reject(ctx, "ReceiveMessage", popStatus(err), "group", preq.Group, "topic", preq.Topic))
 	}
@@ -126,7 +129,7 @@ func (s *Server) release(req pop.Request, ds []pop.Delivery) {
 		return
 	}
 	for _, d := range ds {
-		_, _ = s.b.Pop().ChangeInvisible(d.Handle, 0)
+		_, _ = s.pops().ChangeInvisible(d.Handle, 0)
 	}
 }
 

@@ -60,7 +60,7 @@ func validReadTopic(n string) bool {
 // the first listener's address.
 func (s *Server) endpoints(accessPoint *v2.Endpoints) *v2.Endpoints {
 	if s.opts.Advertise != "" {
-		if e := parseEndpoints(s.opts.Advertise); e != nil {
+		if e := parseAdvertise(s.opts.Advertise); e != nil {
 			return e
 		}
 	}
@@ -75,6 +75,29 @@ func (s *Server) endpoints(accessPoint *v2.Endpoints) *v2.Endpoints {
 		}
 	}
 	return parseEndpoints("127.0.0.1:8081")
+}
+
+// parseAdvertise parses Options.Advertise: one address, or several
+// separated by ";" (the nodes of a replicated cluster: the v5 client
+// connects to one of them and, when it fails, to another), all IP
+// literals or all one name.
+func parseAdvertise(s string) *v2.Endpoints {
+	var out *v2.Endpoints
+	for _, a := range strings.Split(s, ";") {
+		e := parseEndpoints(strings.TrimSpace(a))
+		if e == nil {
+			return nil
+		}
+		if out == nil {
+			out = e
+			continue
+		}
+		if e.Scheme != out.Scheme || e.Scheme == v2.AddressScheme_DOMAIN_NAME {
+			return nil
+		}
+		out.Addresses = append(out.Addresses, e.Addresses...)
+	}
+	return out
 }
 
 func parseEndpoints(hostport string) *v2.Endpoints {

@@ -51,6 +51,9 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 	if resp := s.sendHalf(ctx, req, msgs); resp != nil { // transaction.go
 		return resp, nil
 	}
+	if s.opts.Writer != nil {
+		return s.write(ctx, req, msgs) // writer.go
+	}
 	if err := s.b.Store().Append(msgs...); err != nil {
 		code := v2.Code_INTERNAL_ERROR
 		if errors.Is(err, store.ErrInvalid) {
@@ -210,8 +213,8 @@ func unsupportedType(sp *v2.SystemProperties) *v2.Status {
 // normal message stored at once.
 func (s *Server) delay(m *store.Message, at time.Time) (*store.Message, *v2.Status) {
 	m.Properties[PropDeliveryTime] = strconv.FormatInt(at.UnixMilli(), 10)
-	if !at.After(s.opts.Now()) {
-		return m, nil
+	if !at.After(s.opts.Now()) || s.opts.Writer != nil {
+		return m, nil // a Writer stores it through its own scheduler
 	}
 	var sched any = s.b.Scheduler()
 	tm, okTimer := sched.(timer)

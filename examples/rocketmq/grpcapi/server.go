@@ -71,8 +71,8 @@ type Server struct {
 // New returns a Server over b. It loads (or creates, under
 // Options.CertDir) the TLS certificate.
 func New(b Broker, opts Options) (*Server, error) {
-	if b == nil || b.Store() == nil || b.Pop() == nil {
-		return nil, errors.New("grpcapi: a Broker with a Store and a Pop service is required")
+	if b == nil || b.Store() == nil || (b.Pop() == nil && opts.Pop == nil) {
+		return nil, errors.New("grpcapi: a Broker with a Store and a Pop service (or Options.Pop) is required")
 	}
 	opts = opts.withDefaults()
 	cert, err := loadOrCreateCert(opts.CertDir)
@@ -121,7 +121,9 @@ func (s *Server) grpcServer(impl v2.MessagingServiceServer) *grpc.Server {
 		grpc.ReadBufferSize(s.opts.ReadBufferSize),
 		grpc.ChainUnaryInterceptor(s.metrics.unary),
 		grpc.ChainStreamInterceptor(s.metrics.streaming),
-	}, s.aclServerOptions()...)...)
+	}, append(s.aclServerOptions(),
+		grpc.ChainUnaryInterceptor(s.opts.UnaryInterceptors...),
+		grpc.ChainStreamInterceptor(s.opts.StreamInterceptors...))...)...)
 	v2.RegisterMessagingServiceServer(gs, impl)
 	return gs
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/pop"
+	"github.com/brokercore/brokercore/store"
 )
 
 // handleStatus is the answer for a settle error: any refused handle is
@@ -53,7 +54,10 @@ func (s *Server) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v2
 		st := ok()
 		r, err := parseReceipt(e.GetReceiptHandle())
 		if err == nil {
-			err = s.b.Pop().Ack(r.pop)
+			err = s.pops().Ack(r.pop)
+		}
+		if errors.Is(err, ErrNotWritable) {
+			return nil, unavailable(err)
 		}
 		if err != nil {
 			st = s.reject(ctx, "AckMessage", handleStatus(err), "group", req.GetGroup().GetName(), "topic", req.GetTopic().GetName(), "message_id", e.GetMessageId())
@@ -90,7 +94,10 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *v2.ChangeInvi
 	r, err := parseReceipt(old)
 	var nh string
 	if err == nil {
-		nh, err = s.b.Pop().ChangeInvisible(r.pop, d.AsDuration())
+		nh, err = s.pops().ChangeInvisible(r.pop, d.AsDuration())
+	}
+	if errors.Is(err, ErrNotWritable) {
+		return nil, unavailable(err)
 	}
 	if err != nil {
 		return &v2.ChangeInvisibleDurationResponse{ReceiptHandle: old,
@@ -130,14 +137,29 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.Fo
 	}
 	// Append first, then settle: a crash in between delivers the message
 	// again (and may dead-letter it twice) instead of losing it.
-	if err := s.b.Store().Append(brokercore.DeadLetterMessage(group, m)); err != nil {
+	if err := s.deadLetter(group, m); err != nil {
+		if errors.Is(err, ErrNotWritable) {
+			return nil, unavailable(err)
+		}
 		s.log.Warn("grpcapi: dead-letter append failed", "group", group, "topic", topic, "queue", r.queue, "offset", r.offset, "err", err)
 		return &v2.ForwardMessageToDeadLetterQueueResponse{Status: status(v2.Code_INTERNAL_ERROR, "storing the dead letter failed: %v", err)}, nil
 	}
-	if err := s.b.Pop().Ack(r.pop); err != nil {
+	if err := s.pops().Ack(r.pop); err != nil {
+		if errors.Is(err, ErrNotWritable) {
+			return nil, unavailable(err)
+		}
 		return rej(handleStatus(err))
 	}
 	s.log.Info("grpcapi: message forwarded to the dead-letter topic", "group", group, "topic", topic, "queue", r.queue, "offset", r.offset,
 		"client", clientID(ctx), "attempts", req.GetDeliveryAttempt())
 	return &v2.ForwardMessageToDeadLetterQueueResponse{Status: ok()}, nil
+}
+
+// deadLetter stores m in group's dead-letter topic: through the Writer, or
+// appended to the store.
+func (s *Server) deadLetter(group string, m *store.Message) error {
+	if s.opts.Writer != nil {
+		return s.opts.Writer.DeadLetter(group, m)
+	}
+	return s.b.Store().Append(brokercore.DeadLetterMessage(group, m))
 }

@@ -62,50 +62,90 @@ func freeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// startProcs starts n node processes of a new cluster.
+// startProcs starts n node processes of a new cluster. Their addresses
+// are picked free and listened on later: when another process took one in
+// between, the whole cluster starts again on new ones.
 func startProcs(t *testing.T, n int) []*nodeProc {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		ps, err := tryProcs(t, n)
+		if err == nil {
+			for _, p := range ps {
+				t.Cleanup(func() {
+					p.kill()
+					if t.Failed() {
+						b, _ := os.ReadFile(p.log)
+						t.Logf("node %s log:\n%s", p.cfg.ID, b)
+					}
+				})
+			}
+			return ps
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt == 5 {
+			t.Fatal(err)
+		}
+		t.Logf("cluster start, attempt %d: %v; again on other ports", attempt, err)
+	}
+}
+
+func tryProcs(t *testing.T, n int) ([]*nodeProc, error) {
 	var ps []*nodeProc
 	var peers []Peer
 	for i := 0; i < n; i++ {
 		cfg := Config{Dir: t.TempDir(), ID: fmt.Sprintf("n%d", i+1), RaftAddr: freeAddr(t),
-			BrokerAddr: freeAddr(t), NameSrvAddr: freeAddr(t), Bootstrap: true,
+			BrokerAddr: freeAddr(t), NameSrvAddr: freeAddr(t), GRPCAddr: freeAddr(t), GRPCLongPolling: 2 * time.Second, Bootstrap: true,
 			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond}
-		peers = append(peers, Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, BrokerAddr: cfg.BrokerAddr})
+		peers = append(peers, Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, BrokerAddr: cfg.BrokerAddr, GRPCAddr: cfg.GRPCAddr})
 		ps = append(ps, &nodeProc{cfg: cfg})
 	}
-	for _, p := range ps {
+	for i, p := range ps {
 		p.cfg.Peers = peers
 		p.log = p.cfg.Dir + "/node.log"
-		t.Cleanup(func() {
-			p.kill()
-			if t.Failed() {
-				b, _ := os.ReadFile(p.log)
-				t.Logf("node %s log:\n%s", p.cfg.ID, b)
+		if err := p.tryStart(); err != nil {
+			for _, q := range ps[:i+1] {
+				q.kill()
 			}
-		})
-		p.start(t)
+			return nil, err
+		}
 	}
-	return ps
+	return ps, nil
 }
 
 // start starts the node's process (again, after a kill: on its data) and
 // waits until it serves.
 func (p *nodeProc) start(t *testing.T) {
 	t.Helper()
+	if err := p.tryStart(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryStart is start, answering what went wrong (with the node's last
+// log line when it exited).
+func (p *nodeProc) tryStart() error {
 	exe, err := os.Executable()
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	js, err := json.Marshal(p.cfg)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	defer logf.Close()
 	p.cmd = exec.Command(exe, "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), "RMQHA_CHILD="+string(js))
 	p.cmd.Stderr = logf
 	out, err := p.cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, p.cmd.Start())
+	if err != nil {
+		return err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
 	p.dead = false
 	p.done = make(chan error, 1)
 	ready := make(chan struct{})
@@ -120,12 +160,16 @@ func (p *nodeProc) start(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case <-ready:
+		return nil
 	case err := <-p.done:
 		p.done <- err
 		p.dead = true
-		t.Fatalf("node %s exited: %v", p.cfg.ID, err)
+		b, _ := os.ReadFile(p.log)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		return fmt.Errorf("node %s exited: %v: %s", p.cfg.ID, err, lines[len(lines)-1])
 	case <-time.After(30 * time.Second):
-		t.Fatalf("node %s not ready", p.cfg.ID)
+		p.kill()
+		return fmt.Errorf("node %s not ready", p.cfg.ID)
 	}
 }
 

@@ -1,15 +1,18 @@
 package replicated
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
+	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
@@ -23,32 +26,61 @@ type cluster struct {
 	closed []bool
 }
 
-func startCluster(t testing.TB, n int) *cluster {
+func startCluster(t testing.TB, n int, tweaks ...func(*Config)) *cluster {
 	t.Helper()
+	// The broker and gRPC addresses are picked free and listened on later:
+	// another process (or this one's) may take one in between, and then the
+	// whole cluster starts again on new ones.
+	for attempt := 1; ; attempt++ {
+		c, err := tryCluster(t, n, tweaks)
+		if err == nil {
+			t.Cleanup(func() {
+				for i := range c.nodes {
+					c.stop(i)
+				}
+			})
+			return c
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 5 {
+			require.NoError(t, err)
+		}
+		t.Logf("cluster start, attempt %d: %v; again on other ports", attempt, err)
+	}
+}
+
+func tryCluster(t testing.TB, n int, tweaks []func(*Config)) (*cluster, error) {
 	c := &cluster{t: t, closed: make([]bool, n)}
 	var peers []Peer
 	for i := 0; i < n; i++ {
 		tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 4, 10*time.Second, io.Discard)
 		require.NoError(t, err)
 		c.trans = append(c.trans, tr)
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.LocalAddr()), BrokerAddr: freeAddr(t)})
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.LocalAddr()), BrokerAddr: freeAddr(t), GRPCAddr: freeAddr(t)})
 	}
 	var log *slog.Logger
 	if os.Getenv("RMQTEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	for i, p := range peers {
-		s, err := Start(Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true, BrokerAddr: p.BrokerAddr,
-			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, Logger: log})
-		require.NoError(t, err)
+		cfg := Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true, BrokerAddr: p.BrokerAddr, GRPCAddr: p.GRPCAddr,
+			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, Logger: log}
+		for _, tw := range tweaks {
+			tw(&cfg)
+		}
+		s, err := Start(cfg)
+		if err != nil {
+			for j := range c.nodes {
+				c.stop(j)
+			}
+			for _, tr := range c.trans[len(c.nodes):] {
+				tr.CloseStreams()
+				_ = tr.Close()
+			}
+			return nil, err
+		}
 		c.nodes = append(c.nodes, s)
 	}
-	t.Cleanup(func() {
-		for i := range c.nodes {
-			c.stop(i)
-		}
-	})
-	return c
+	return c, nil
 }
 
 // stop closes node i and its raft transport.
@@ -131,11 +163,11 @@ func TestLeaderWritesReachEveryReplica(t *testing.T) {
 }
 
 func TestParsePeers(t *testing.T) {
-	ps, err := ParsePeers("n1=127.0.0.1:7001@127.0.0.1:10911, n2=127.0.0.1:7002")
+	ps, err := ParsePeers("n1=127.0.0.1:7001@127.0.0.1:10911, n2=127.0.0.1:7002, n3=127.0.0.1:7003@127.0.0.1:10913@127.0.0.1:8083")
 	require.NoError(t, err)
 	require.Equal(t, []Peer{{ID: "n1", RaftAddr: "127.0.0.1:7001", BrokerAddr: "127.0.0.1:10911"},
-		{ID: "n2", RaftAddr: "127.0.0.1:7002"}}, ps)
-	for _, bad := range []string{"n1", "=x", "n1=", "n1=@b"} {
+		{ID: "n2", RaftAddr: "127.0.0.1:7002"}, {ID: "n3", RaftAddr: "127.0.0.1:7003", BrokerAddr: "127.0.0.1:10913", GRPCAddr: "127.0.0.1:8083"}}, ps)
+	for _, bad := range []string{"n1", "=x", "n1=", "n1=@b", "n1=a@b@c@d"} {
 		_, err := ParsePeers(bad)
 		require.Error(t, err, bad)
 	}
@@ -219,4 +251,11 @@ func TestTransactionalSendIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wire.NoPermission, resp.Code, resp.Remark)
 	require.Zero(t, c.nodes[l].Node().Store().Stats().Messages)
+}
+
+// Delay levels the scheduler cannot use are refused at Start (a replica
+// with them would be elected and never serve as the leader).
+func TestStartRefusesBadDelayLevels(t *testing.T) {
+	_, err := Start(Config{Dir: t.TempDir(), ID: "n1", RaftAddr: "127.0.0.1:0", DelayLevels: "200ms"})
+	require.ErrorIs(t, err, schedule.ErrInvalid)
 }

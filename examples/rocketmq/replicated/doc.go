@@ -32,13 +32,44 @@
 // message key.
 //
 // An admin offset reset (INVOKE_BROKER_TO_RESET_OFFSET) on the leader goes
-// through raft too.
+// through raft too, and so does CONSUMER_SEND_MSG_BACK (a follower forwards
+// it like a send): the leader applies the library's rules
+// (brokercore.PlanSendBack, replica.Node.SendBack), the retry waits in the
+// replicated scheduler and lands on %RETRY%group, and past the consumer's
+// max reconsume times the message goes to %DLQ%group.
 //
-// Not replicated (yet): CONSUMER_SEND_MSG_BACK (refused: the client then
-// consumes the message again itself, later), transactions (half messages
-// are refused with NO_PERMISSION), the topic table and the admin's topic
-// and group configuration (every node creates topics on its own, with the
-// same defaults), orderly queue locks (every node has its own table: a new
-// leader starts with none), the gRPC endpoint, the metrics and admin HTTP
-// endpoint, and ACL (the program refuses -acl with -raft-id).
+// gRPC (RocketMQ 5's clients): with Config.GRPCAddr every node serves the
+// endpoint, and its routes and assignments name every peer's
+// Peer.GRPCAddr as the one broker's endpoints. The v5 client keeps one
+// connection to one of them and, when a call fails with UNAVAILABLE (the
+// node died), dials again and reaches another. A follower forwards the
+// calls that need the leader (SendMessage, ReceiveMessage, AckMessage,
+// ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue) to the
+// leader's gRPC endpoint, with the client's metadata and deadline, and
+// relays the answer: pop's state (receipt handles, invisible times) is the
+// leader's. A forwarded receive carries the client's long-polling time
+// (its settings reached the follower, not the leader). While no leader is known it waits for one, at most
+// DefaultForwardTimeout within the call's deadline, then answers
+// UNAVAILABLE (the client reconnects and resends). A new leader's pop
+// starts from the replicated committed offsets, so messages in flight at
+// a leader's death are delivered again (at once) and acks of the last
+// replica.Config.CommitEvery may be repeated: consumers see redeliveries.
+// DELAY messages go through the replicated scheduler; RecallMessage is
+// UNSUPPORTED, transactional messages NOT_IMPLEMENTED.
+//
+// The admin's table changes (UPDATE_AND_CREATE_TOPIC,
+// DELETE_TOPIC_IN_BROKER, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+// DELETE_SUBSCRIPTIONGROUP) go through raft as a log in AdminTopic
+// (tables.go): every node applies them in order to its topic table, topic
+// configuration (queue numbers, permission, message.type) and subscription
+// groups (orderly groups are FIFO over gRPC too), so routes and FIFO queue
+// choices agree on every node. Topics created on first use are every
+// node's own, with the same defaults.
+//
+// Not replicated (yet): transactions (half messages are refused with
+// NO_PERMISSION, gRPC's with NOT_IMPLEMENTED), orderly queue locks (every
+// node has its own table: a new leader starts with none), a deleted
+// group's committed offsets (cleanOffset clears the node's local ones
+// only), the metrics and admin HTTP endpoint, and ACL (the program refuses
+// -acl with -raft-id).
 package replicated

@@ -26,36 +26,50 @@ const (
 	maxIdleForward        = 8 // idle connections kept to the leader
 )
 
-// handler is the node's broker handler: a send reaching a node that does
+// handler is the node's broker handler: a send (or send-back) reaching a node that does
 // not lead is forwarded to the leader's broker and the leader's answer
 // returned (routes list the followers as write-only brokers, so that a
 // producer whose leader died retries on a live node); everything else is
 // the broker's.
 type handler struct {
-	b    *broker.Broker
-	n    *replica.Node
-	self string
-	fwd  *forwarder
+	b      *broker.Broker
+	n      *replica.Node
+	self   string
+	fwd    *forwarder
+	tables *tables
+	stop   <-chan struct{}
 }
 
+// isSend reports the writes a follower forwards: sends and send-backs
+// (CONSUMER_SEND_MSG_BACK, which the leader's scheduler delays).
 func isSend(code int16) bool {
 	switch code {
-	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
+	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage, wire.CodeConsumerSendMsgBack:
 		return true
 	}
 	return false
 }
 
 // Serve implements transport.Handler.
+//
+// The admin's table changes (broker.TableChange) go through raft
+// (tables.go): the leader logs them, a follower forwards them.
 func (h *handler) Serve(ctx context.Context, c *transport.Conn, req *wire.Command) *wire.Command {
-	if !isSend(req.Code) || h.n.IsLeader() {
+	change := broker.TableChange(req.Code)
+	local := func() *wire.Command {
+		if change {
+			return h.tables.propose(ctx, h.stop, req) // SERVICE_NOT_AVAILABLE on a follower
+		}
 		return h.b.Serve(ctx, c, req)
+	}
+	if (!isSend(req.Code) && !change) || h.n.IsLeader() {
+		return local()
 	}
 	_, addr := h.n.Leader()
 	if addr == "" || addr == h.self || req.ExtFields[forwardedField] != "" {
 		// No leader to forward to, or a send forwarded here already (two
 		// nodes that each think the other leads must not pass it on forever).
-		return h.b.Serve(ctx, c, req) // the Writer answers SERVICE_NOT_AVAILABLE, or raft leads already
+		return local() // the Writer answers SERVICE_NOT_AVAILABLE, or raft leads already
 	}
 	resp, err := h.fwd.call(ctx, addr, req)
 	if err != nil {
@@ -70,11 +84,15 @@ func (h *handler) Serve(ctx context.Context, c *transport.Conn, req *wire.Comman
 
 // Inline implements transport.InlineHandler: a forwarded send waits for
 // the leader, so sends are never inline here.
-func (h *handler) Inline(req *wire.Command) bool { return !isSend(req.Code) && h.b.Inline(req) }
+func (h *handler) Inline(req *wire.Command) bool {
+	return !isSend(req.Code) && !broker.TableChange(req.Code) && h.b.Inline(req)
+}
 
 // Batch and ServeBatch implement transport.BatchHandler (the broker's: a
 // broker with a Writer batches nothing).
-func (h *handler) Batch(req *wire.Command) bool { return !isSend(req.Code) && h.b.Batch(req) }
+func (h *handler) Batch(req *wire.Command) bool {
+	return !isSend(req.Code) && !broker.TableChange(req.Code) && h.b.Batch(req)
+}
 
 func (h *handler) ServeBatch(ctx context.Context, c *transport.Conn, reqs []*wire.Command) []*wire.Command {
 	return h.b.ServeBatch(ctx, c, reqs)

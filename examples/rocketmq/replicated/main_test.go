@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
 )
 
@@ -26,6 +27,16 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv("RMQ_CLIENT_LOG") == "" {
 		rlog.SetLogger(quietLogger{})
+		// The v5 client logs to a file under $HOME unless told otherwise
+		// (rmqtest.Main exits: the few kilobytes stay in the temp dir).
+		dir, err := os.MkdirTemp("", "replicated-v5-logs")
+		if err != nil {
+			panic(err)
+		}
+		_ = os.Setenv("rocketmq.client.logRoot", dir)
+		_ = os.Setenv("rocketmq.client.logLevel", "error")
+		_ = os.Setenv("mq.consoleAppender.enabled", "false")
+		rmq.ResetLogger()
 	}
 	rmqtest.Main(m)
 }

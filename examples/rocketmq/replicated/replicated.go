@@ -14,6 +14,8 @@ import (
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/examples/cluster/replica"
+	"github.com/brokercore/brokercore/examples/rocketmq/grpcapi"
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
@@ -38,9 +40,14 @@ type Peer struct {
 	// BrokerAddr is its advertised broker address, "" when not known ahead
 	// (a leader replicates its own once it leads).
 	BrokerAddr string
+	// GRPCAddr is its gRPC endpoint's address, "" when it serves none:
+	// gRPC routes list every peer's, and followers forward to the
+	// leader's (see grpc.go).
+	GRPCAddr string
 }
 
-// ParsePeers parses "id=raftAddr[@brokerAddr],…" (the program's -peers).
+// ParsePeers parses "id=raftAddr[@brokerAddr[@grpcAddr]],…" (the
+// program's -peers).
 func ParsePeers(s string) ([]Peer, error) {
 	var ps []Peer
 	for _, item := range strings.Split(s, ",") {
@@ -50,13 +57,17 @@ func ParsePeers(s string) ([]Peer, error) {
 		}
 		id, rest, ok := strings.Cut(item, "=")
 		if !ok || id == "" || rest == "" {
-			return nil, fmt.Errorf("peer %q: want id=raftAddr[@brokerAddr]", item)
+			return nil, fmt.Errorf("peer %q: want id=raftAddr[@brokerAddr[@grpcAddr]]", item)
 		}
-		raftAddr, brokerAddr, _ := strings.Cut(rest, "@")
+		raftAddr, rest, _ := strings.Cut(rest, "@")
+		brokerAddr, grpcAddr, _ := strings.Cut(rest, "@")
 		if raftAddr == "" {
 			return nil, fmt.Errorf("peer %q: no raft address", item)
 		}
-		ps = append(ps, Peer{ID: id, RaftAddr: raftAddr, BrokerAddr: brokerAddr})
+		if strings.Contains(grpcAddr, "@") {
+			return nil, fmt.Errorf("peer %q: want id=raftAddr[@brokerAddr[@grpcAddr]]", item)
+		}
+		ps = append(ps, Peer{ID: id, RaftAddr: raftAddr, BrokerAddr: brokerAddr, GRPCAddr: grpcAddr})
 	}
 	return ps, nil
 }
@@ -70,6 +81,13 @@ type Config struct {
 	// NameSrvAddr and BrokerAddr are the listen addresses; port 0 picks a
 	// free port. The broker's is advertised in routes and replicated.
 	NameSrvAddr, BrokerAddr string
+	// GRPCAddr is the gRPC endpoint's listen address (RocketMQ 5's
+	// clients, TLS and plaintext on one port); "" = none. Give it in every
+	// peer's Peer.GRPCAddr as well: routes name the peers' addresses.
+	GRPCAddr string
+	// GRPCLongPolling is the v5 push consumers' long-polling time
+	// (grpcapi.Options.LongPolling; 0 = grpcapi's default).
+	GRPCLongPolling time.Duration
 	// ID is the node's raft id; RaftAddr the address raft listens on.
 	ID, RaftAddr string
 	// Transport replaces raft's TCP transport (the caller closes it after
@@ -107,6 +125,16 @@ type Server struct {
 	brAddr string
 	fwd    *forwarder
 
+	groups       *meta.Groups
+	topicConfigs *meta.Topics
+	tables       *tables
+	untables     func()
+
+	grpcLn   net.Listener
+	grpcAddr string
+	grpc     *grpcapi.Server
+	gfwd     *gforward
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
@@ -117,6 +145,13 @@ type Server struct {
 func Start(cfg Config) (s *Server, err error) {
 	if cfg.Dir == "" || cfg.ID == "" || (cfg.RaftAddr == "" && cfg.Transport == nil) {
 		return nil, errors.New("replicated: Dir, ID and RaftAddr (or Transport) are required")
+	}
+	if cfg.DelayLevels != "" {
+		// Checked here: a replica with bad levels would never start its
+		// leader services, so the cluster would elect no usable leader.
+		if _, err := schedule.ParseLevels(cfg.DelayLevels); err != nil {
+			return nil, fmt.Errorf("replicated: delay levels: %w", err)
+		}
 	}
 	if cfg.QueueNums <= 0 {
 		cfg.QueueNums = DefaultQueueNums
@@ -135,16 +170,32 @@ func Start(cfg Config) (s *Server, err error) {
 		return nil, fmt.Errorf("name server listener: %w", err)
 	}
 	s.brAddr, s.nsAddr = advertise(bl.Addr()), advertise(nl.Addr())
+	if cfg.GRPCAddr != "" {
+		if s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+			bl.Close()
+			nl.Close()
+			return nil, fmt.Errorf("grpc listener: %w", err)
+		}
+		s.grpcAddr = advertise(s.grpcLn.Addr())
+	}
 	if err := s.open(); err != nil {
 		bl.Close()
 		nl.Close()
+		if s.grpcLn != nil {
+			s.grpcLn.Close()
+		}
 		s.Close()
 		return nil, err
 	}
 	s.serve(s.nsrv, nl)
 	s.serve(s.bsrv, bl)
 	s.housekeeping()
-	s.log.Info("replicated rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "raft", cfg.RaftAddr)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.tables.loop(s.stop)
+	}()
+	s.log.Info("replicated rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "grpc", s.grpcAddr, "raft", cfg.RaftAddr)
 	return s, nil
 }
 
@@ -168,18 +219,34 @@ func (s *Server) open() (err error) {
 	if s.topics, err = broker.OpenTopics(filepath.Join(cfg.Dir, "topics.json"), cfg.QueueNums); err != nil {
 		return err
 	}
+	if s.groups, err = meta.OpenGroups(filepath.Join(cfg.Dir, "subscriptionGroup.json")); err != nil {
+		return err
+	}
+	if s.topicConfigs, err = meta.OpenTopics(filepath.Join(cfg.Dir, "topics-config.json")); err != nil {
+		return err
+	}
 	if s.core, err = newCore(s.node, cfg); err != nil {
 		return err
 	}
 	s.broker = broker.NewBroker(s.core, s.topics, broker.BrokerOptions{Addr: s.brAddr,
-		ResetNotifyDelay: cfg.ResetNotifyDelay, Writer: writer{s.node}, Logger: cfg.Logger})
+		ResetNotifyDelay: cfg.ResetNotifyDelay, Writer: writer{s.node}, Logger: cfg.Logger,
+		Groups: s.groups, TopicConfigs: s.topicConfigs})
 	s.core.late.Store(s.broker)
+	if s.tables, err = newTables(s.node, s.broker, filepath.Join(cfg.Dir, appliedFile), s.log); err != nil {
+		return err
+	}
+	s.untables = s.node.Store().Subscribe(s.tables.notify)
+	s.tables.applyAvailable() // what the replica holds already, before serving
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
-		NoAutoCreate: cfg.NoAutoCreate, LeaderAddr: s.node.LeaderAddr, WriteOnly: s.followers, Logger: cfg.Logger})
+		NoAutoCreate: cfg.NoAutoCreate, LeaderAddr: s.node.LeaderAddr, WriteOnly: s.followers, Logger: cfg.Logger,
+		TopicConfig: s.routeConfig})
 	s.nsrv = transport.NewServer(ns, transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
 	s.fwd = &forwarder{log: s.log, timeout: DefaultForwardTimeout, idle: map[string][]*fconn{}}
-	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd}
+	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd, tables: s.tables, stop: s.stop}
 	s.bsrv = transport.NewServer(h, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
+	if s.grpcLn != nil {
+		return s.startGRPC()
+	}
 	return nil
 }
 
@@ -225,10 +292,19 @@ func (s *Server) Close() error {
 		if s.bsrv != nil {
 			errs = append(errs, s.bsrv.Close())
 		}
+		if s.grpc != nil {
+			errs = append(errs, s.grpc.Close())
+		}
 		close(s.stop)
 		s.wg.Wait()
+		if s.untables != nil {
+			s.untables()
+		}
 		if s.fwd != nil {
 			s.fwd.close()
+		}
+		if s.gfwd != nil {
+			s.gfwd.close()
 		}
 		if s.broker != nil {
 			errs = append(errs, s.broker.Close())
@@ -244,6 +320,22 @@ func (s *Server) Close() error {
 	})
 	return s.err
 }
+
+// routeConfig is a topic's admin-set queue numbers and permission for the
+// name server's routes (the replicated topic configuration).
+func (s *Server) routeConfig(topic string) (read, write, perm int, ok bool) {
+	c, ok := s.topicConfigs.Get(topic)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	return c.ReadQueueNums, c.WriteQueueNums, c.Perm, true
+}
+
+// Groups is the node's subscription group table and TopicConfigs its topic
+// configuration table: the admin's changes to them are replicated
+// (tables.go).
+func (s *Server) Groups() *meta.Groups       { return s.groups }
+func (s *Server) TopicConfigs() *meta.Topics { return s.topicConfigs }
 
 // followers are the write-only brokers of the routes: every peer with a
 // broker address but the leader, named BrokerName-ID.
@@ -271,7 +363,9 @@ func (s *Server) NameSrvAddr() string { return s.nsAddr }
 // BrokerAddr is the broker's advertised address.
 func (s *Server) BrokerAddr() string { return s.brAddr }
 
-// Topics is the node's topic table (every node keeps its own).
+// Topics is the node's topic table: every node keeps its own, creates
+// topics on its own with the same defaults, and applies the admin's
+// replicated changes (tables.go).
 func (s *Server) Topics() *broker.Topics { return s.topics }
 
 // Broker is the remoting broker handler.
@@ -337,14 +431,13 @@ func (c *core) Scheduler() *schedule.Scheduler { return nil }
 // Arrivals wakes the broker's long polls.
 func (c *core) Arrivals() *brokercore.Arrivals { return c.arrivals }
 
-// errSendBackNotReplicated: a broker with a Writer refuses send-backs
-// before it would ask.
-var errSendBackNotReplicated = errors.New("send back is not replicated")
+// errSendBackByWriter: the broker gives send-backs to the Writer (a
+// broker.SendBackWriter), never to the core.
+var errSendBackByWriter = errors.New("send back goes through the replica")
 
-// SendBack is not replicated (the broker refuses CONSUMER_SEND_MSG_BACK
-// with a Writer, before it gets here).
+// SendBack is never called: the Writer takes send-backs (writer.SendBack).
 func (c *core) SendBack(*store.Message, string, int, int) (*store.Message, error) {
-	return nil, errSendBackNotReplicated
+	return nil, errSendBackByWriter
 }
 
 func (c *core) close() error {
@@ -356,6 +449,8 @@ func (c *core) close() error {
 // writer is the broker's Writer on a replica.
 type writer struct{ n *replica.Node }
 
+var _ broker.SendBackWriter = writer{}
+
 func (w writer) Append(msgs []*store.Message) error {
 	out, err := w.n.Produce(msgs...)
 	if err != nil {
@@ -365,6 +460,13 @@ func (w writer) Append(msgs []*store.Message) error {
 		msgs[i].LogOffset, msgs[i].QueueOffset = m.LogOffset, m.QueueOffset
 	}
 	return nil
+}
+
+// SendBack stores a send-back through raft (replica.Node.SendBack: the
+// library's rules, the leader's replicated scheduler for the retry's delay).
+func (w writer) SendBack(m *store.Message, group string, delayLevel, maxReconsume int) (*store.Message, error) {
+	d, err := w.n.SendBack(m, group, delayLevel, maxReconsume)
+	return d, writeErr(err)
 }
 
 func (w writer) AppendDelayed(m *store.Message, level int) (*store.Message, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/brokercore/brokercore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -36,6 +38,81 @@ func send(p rocketmq.Producer, topic, key string, until time.Time) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("not acknowledged: %w", last)
+}
+
+// counter counts a push consumer's deliveries by message key.
+type counter struct {
+	mu   sync.Mutex
+	seen map[string]int
+	// answer, if set, is the listener's answer for a delivery (default
+	// ConsumeSuccess); it runs under mu.
+	answer func(m *primitive.MessageExt) consumer.ConsumeResult
+}
+
+// consume is the push consumer's listener.
+func (c *counter) consume(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res := consumer.ConsumeSuccess
+	for _, m := range msgs {
+		c.seen[m.GetKeys()]++
+		if c.answer != nil && c.answer(m) != consumer.ConsumeSuccess {
+			res = consumer.ConsumeRetryLater
+		}
+	}
+	return res, nil
+}
+
+// count reports how many of keys were never delivered, and how many
+// deliveries were redeliveries (of any key).
+func (c *counter) count(keys []string) (missing, redelivered int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		if c.seen[k] == 0 {
+			missing++
+		}
+	}
+	for _, n := range c.seen {
+		redelivered += n - 1
+	}
+	return missing, redelivered
+}
+
+// waitAll waits until every key was delivered and logs the redeliveries.
+func (c *counter) waitAll(t *testing.T, keys []string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		missing, redelivered := c.count(keys)
+		if missing == 0 {
+			t.Logf("%d acknowledged sends all delivered, %d redeliveries", len(keys), redelivered)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d acknowledged sends not delivered", missing, len(keys))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startCounting starts the official v2 push consumer of group on topic,
+// from the first offset, over the name servers ns, counting its
+// deliveries in c (made here when nil); it is shut down at cleanup.
+func startCounting(t *testing.T, ns []string, group, instance, topic string, c *counter, opts ...consumer.Option) (rocketmq.PushConsumer, *counter) {
+	t.Helper()
+	if c == nil {
+		c = &counter{}
+	}
+	c.seen = map[string]int{}
+	opts = append([]consumer.Option{consumer.WithNameServer(ns), consumer.WithGroupName(group),
+		consumer.WithInstance(instance), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset)}, opts...)
+	pc, err := rocketmq.NewPushConsumer(opts...)
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{}, c.consume))
+	require.NoError(t, pc.Start())
+	t.Cleanup(func() { _ = pc.Shutdown() })
+	return pc, c
 }
 
 // The unchanged v2 producer and push consumer on a three-node cluster: every
@@ -82,21 +159,7 @@ func TestLeaderKill9Loop(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
 	t.Cleanup(func() { _ = p.Shutdown() })
-	var mu sync.Mutex
-	seen := map[string]int{}
-	pc, err := rocketmq.NewPushConsumer(consumer.WithNameServer(ns), consumer.WithGroupName("g-loop"),
-		consumer.WithInstance(t.Name()+"-c"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	require.NoError(t, err)
-	require.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		mu.Lock()
-		for _, m := range msgs {
-			seen[m.GetKeys()]++
-		}
-		mu.Unlock()
-		return consumer.ConsumeSuccess, nil
-	}))
-	require.NoError(t, pc.Start())
-	t.Cleanup(func() { _ = pc.Shutdown() })
+	_, seen := startCounting(t, ns, "g-loop", t.Name()+"-c", topic, nil)
 
 	var acked []string
 	var resumes []time.Duration
@@ -119,28 +182,7 @@ func TestLeaderKill9Loop(t *testing.T) {
 	t.Logf("%d rounds: kill -9 of the leader to the next acknowledged send: median %v, range %v–%v",
 		rounds, resumes[len(resumes)/2].Round(time.Millisecond), resumes[0].Round(time.Millisecond),
 		resumes[len(resumes)-1].Round(time.Millisecond))
-	deadline := time.Now().Add(120 * time.Second)
-	for {
-		mu.Lock()
-		missing, redelivered := 0, 0
-		for _, k := range acked {
-			if seen[k] == 0 {
-				missing++
-			}
-		}
-		for _, n := range seen {
-			redelivered += n - 1
-		}
-		mu.Unlock()
-		if missing == 0 {
-			t.Logf("%d acknowledged sends all delivered, %d redeliveries", len(acked), redelivered)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d acknowledged sends not delivered", missing, len(acked))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	seen.waitAll(t, acked, 120*time.Second)
 }
 
 // failover runs a producer and a push consumer over the name servers ns,
@@ -154,21 +196,7 @@ func failover(t *testing.T, ns []string, stopLeader func()) {
 	require.NoError(t, p.Start())
 	t.Cleanup(func() { _ = p.Shutdown() })
 
-	var mu sync.Mutex
-	seen := map[string]int{}
-	pc, err := rocketmq.NewPushConsumer(consumer.WithNameServer(ns), consumer.WithGroupName(group),
-		consumer.WithInstance(t.Name()+"-c"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	require.NoError(t, err)
-	require.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		mu.Lock()
-		for _, m := range msgs {
-			seen[m.GetKeys()]++
-		}
-		mu.Unlock()
-		return consumer.ConsumeSuccess, nil
-	}))
-	require.NoError(t, pc.Start())
-	t.Cleanup(func() { _ = pc.Shutdown() })
+	pc, seen := startCounting(t, ns, group, t.Name()+"-c", topic, nil)
 
 	const before, after = 100, 100
 	var acked []string
@@ -194,29 +222,7 @@ func failover(t *testing.T, ns []string, stopLeader func()) {
 	t.Logf("new leader after %v, first send acknowledged %v after the stop",
 		elected.Round(time.Millisecond), resumed.Round(time.Millisecond))
 
-	deadline := time.Now().Add(75 * time.Second)
-	for {
-		mu.Lock()
-		missing := 0
-		for _, k := range acked {
-			if seen[k] == 0 {
-				missing++
-			}
-		}
-		redelivered := 0
-		for _, n := range seen {
-			redelivered += n - 1
-		}
-		mu.Unlock()
-		if missing == 0 {
-			t.Logf("%d acknowledged sends all delivered, %d redeliveries", len(acked), redelivered)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d acknowledged sends not delivered", missing, len(acked))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	seen.waitAll(t, acked, 75*time.Second)
 	require.NoError(t, pc.Shutdown())
 	restartFromCommitted(t, ns, p, topic, group, len(acked))
 }
@@ -228,37 +234,23 @@ func failover(t *testing.T, ns []string, stopLeader func()) {
 // offsets committed before the stop are at least those of the sends before
 // it, committed during the client's route refresh).
 func restartFromCommitted(t *testing.T, ns []string, p rocketmq.Producer, topic, group string, old int) {
-	var mu sync.Mutex
-	seen := map[string]int{}
-	pc, err := rocketmq.NewPushConsumer(consumer.WithNameServer(ns), consumer.WithGroupName(group),
-		consumer.WithInstance(t.Name()+"-c2"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	require.NoError(t, err)
-	require.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		mu.Lock()
-		for _, m := range msgs {
-			seen[m.GetKeys()]++
-		}
-		mu.Unlock()
-		return consumer.ConsumeSuccess, nil
-	}))
-	require.NoError(t, pc.Start())
-	t.Cleanup(func() { _ = pc.Shutdown() })
+	_, seen := startCounting(t, ns, group, t.Name()+"-c2", topic, nil)
 	const more = 20
 	for i := 0; i < more; i++ {
 		require.NoError(t, send(p, topic, fmt.Sprintf("c%04d", i), time.Now().Add(30*time.Second)))
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		mu.Lock()
+		seen.mu.Lock()
 		fresh, again := 0, 0
-		for k := range seen {
+		for k := range seen.seen {
 			if k[0] == 'c' {
 				fresh++
 			} else {
 				again++
 			}
 		}
-		mu.Unlock()
+		seen.mu.Unlock()
 		if fresh == more {
 			t.Logf("a new consumer of the group got the %d new sends and %d of the %d old ones again", more, again, old)
 			require.Less(t, again, old, "the new consumer started from the committed offsets, not from the first")
@@ -271,14 +263,16 @@ func restartFromCommitted(t *testing.T, ns []string, p rocketmq.Producer, topic,
 	}
 }
 
-// CONSUMER_SEND_MSG_BACK is refused by a replicated broker (its retry topic
-// is not replicated yet), and so is the client's fallback send to the
-// retry topic: the v2 push consumer then consumes the message again
-// itself.
-func TestConsumeLaterIsRetriedByTheClient(t *testing.T) {
-	c := startCluster(t, 1)
-	c.leader(30 * time.Second)
-	const topic, group = "later", "g-later"
+// CONSUMER_SEND_MSG_BACK goes through raft: the official v2 push consumer
+// answering ConsumeRetryLater gets the message again from %RETRY%group
+// (delayed by the leader's replicated scheduler), and after its max
+// reconsume times the message goes to %DLQ%group, on every node, across a
+// leader change in between (the consumer keeps the route to the old
+// leader, now a follower, which forwards the send-backs).
+func TestConsumeLaterRetriesThenDeadLettersAcrossLeaderChange(t *testing.T) {
+	c := startCluster(t, 3, func(cfg *Config) { cfg.DelayLevels = strings.TrimSpace(strings.Repeat("1s ", 18)) })
+	first := c.leader(30 * time.Second)
+	const topic, group, maxTimes = "later", "g-later", 3
 	p, err := rocketmq.NewProducer(producer.WithNameServer(c.nameServers()), producer.WithGroupName("pg-later"),
 		producer.WithInstanceName(t.Name()+"-p"), producer.WithRetry(2))
 	require.NoError(t, err)
@@ -286,30 +280,42 @@ func TestConsumeLaterIsRetriedByTheClient(t *testing.T) {
 	t.Cleanup(func() { _ = p.Shutdown() })
 	require.NoError(t, send(p, topic, "k1", time.Now().Add(30*time.Second)))
 
-	var mu sync.Mutex
-	tries := 0
-	again := make(chan struct{})
-	pc, err := rocketmq.NewPushConsumer(consumer.WithNameServer(c.nameServers()), consumer.WithGroupName(group),
-		consumer.WithInstance(t.Name()+"-c"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	require.NoError(t, err)
-	require.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		tries++
-		if tries == 1 {
-			return consumer.ConsumeRetryLater, nil
+	var reconsumed []int32 // the deliveries' reconsume times
+	retried := make(chan struct{})
+	cnt := &counter{answer: func(m *primitive.MessageExt) consumer.ConsumeResult {
+		reconsumed = append(reconsumed, m.ReconsumeTimes)
+		if m.ReconsumeTimes == 1 {
+			close(retried)
 		}
-		if tries == 2 {
-			close(again)
-		}
-		return consumer.ConsumeSuccess, nil
-	}))
-	require.NoError(t, pc.Start())
-	t.Cleanup(func() { _ = pc.Shutdown() })
+		return consumer.ConsumeRetryLater
+	}}
+	startCounting(t, c.nameServers(), group, t.Name()+"-c", topic, cnt, consumer.WithMaxReconsumeTimes(maxTimes))
 	select {
-	case <-again:
+	case <-retried:
 	case <-time.After(60 * time.Second):
-		t.Fatal("the message was not consumed again")
+		t.Fatal("the message did not come back from the retry topic")
 	}
-	require.Zero(t, c.nodes[0].Node().Store().MaxOffset("%RETRY%"+group, 0), "nothing went to the retry topic")
+	require.NoError(t, c.nodes[first].Node().Raft().LeadershipTransfer().Error())
+	second := c.leader(30 * time.Second)
+	require.NotEqual(t, first, second)
+
+	dlq := brokercore.DeadLetterTopic(group)
+	for i, s := range c.nodes {
+		require.Eventually(t, func() bool { return s.Node().Store().MaxOffset(dlq, 0) >= 1 }, 60*time.Second, 20*time.Millisecond,
+			"node %d: no dead letter", i)
+	}
+	msgs, err := c.nodes[second].Node().Read(dlq, 0, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "one dead letter")
+	require.Equal(t, "body-k1", string(msgs[0].Body))
+	require.Equal(t, maxTimes+1, msgs[0].ReconsumeTimes)
+	require.Equal(t, topic, msgs[0].Properties[brokercore.PropRetryTopic])
+	require.Equal(t, int64(maxTimes), c.nodes[second].Node().Store().MaxOffset(brokercore.RetryTopic(group), 0), "one retry per reconsume")
+	cnt.mu.Lock()
+	got := slices.Clone(reconsumed)
+	cnt.mu.Unlock()
+	require.True(t, slices.IsSorted(got), "deliveries in reconsume order: %v", got)
+	require.Equal(t, []int32{0, 1, 2, 3}, slices.Compact(slices.Clone(got)), "delivered first, then once per retry (redeliveries aside)")
+	t.Logf("leader n%d handed over to n%d between the retries; deliveries by reconsume times %v (%d redeliveries), dead-lettered after %d reconsumes",
+		first+1, second+1, got, len(got)-4, maxTimes)
 }

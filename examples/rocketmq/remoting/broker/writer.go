@@ -30,6 +30,17 @@ type Writer interface {
 	Committed(group, topic string, queueID int) (int64, bool)
 }
 
+// SendBackWriter is a Writer that takes send-backs over too
+// (CONSUMER_SEND_MSG_BACK): SendBack applies the library's rules
+// (brokercore.PlanSendBack) to m, the message given back, and stores the
+// retry (delayed by the Writer's scheduler) or the dead letter it makes,
+// returning the stored message. A broker whose Writer is not one refuses
+// send-backs (the client then consumes the message again itself).
+type SendBackWriter interface {
+	Writer
+	SendBack(m *store.Message, group string, delayLevel, maxReconsume int) (*store.Message, error)
+}
+
 // ErrNotWritable is wrapped by a Writer's error when this broker cannot
 // write now (a replica that does not lead): the send is answered
 // SERVICE_NOT_AVAILABLE, which the official clients retry (and which

@@ -155,3 +155,54 @@ func TestWriterNotWritableIsServiceNotAvailable(t *testing.T) {
 	w.mu.Unlock()
 	require.Equal(t, wire.MessageIllegal, rc.call(sendReq("orders", 0, "x")).Code)
 }
+
+// sendBackWriter is a fakeWriter that takes send-backs over.
+type sendBackWriter struct {
+	fakeWriter
+	given []*store.Message
+	args  []int
+}
+
+func (w *sendBackWriter) SendBack(m *store.Message, group string, level, maxTimes int) (*store.Message, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return nil, w.err
+	}
+	w.given = append(w.given, m)
+	w.args = append(w.args, level, maxTimes)
+	if m.ReconsumeTimes >= maxTimes {
+		return &store.Message{Topic: brokercore.DeadLetterTopic(group)}, nil
+	}
+	return &store.Message{Topic: "SCHEDULE_TOPIC_XXXX"}, nil
+}
+
+// A SendBackWriter gets CONSUMER_SEND_MSG_BACK: the stored message as the
+// consumer gives it back (with the id it knows and the limit it carries),
+// and the broker appends nothing itself; its errors keep the Writer's codes.
+func TestSendBackWriterTakesSendBacks(t *testing.T) {
+	w := &sendBackWriter{}
+	rc, st := startWriterBroker(t, w)
+	require.NoError(t, st.Append(&store.Message{Topic: "orders", Body: []byte("poison"), ReconsumeTimes: 2,
+		Properties: map[string]string{"UNIQ_KEY": "u1"}}))
+	before := st.Stats().Messages
+	back := func() *wire.Command {
+		return rc.call(req(wire.CodeConsumerSendMsgBack, map[string]string{"group": "g", "offset": "0", "delayLevel": "0",
+			"originMsgId": "o1", "maxReconsumeTimes": "2"}, nil))
+	}
+	resp := back()
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	require.Len(t, w.given, 1)
+	require.Equal(t, "poison", string(w.given[0].Body))
+	require.Equal(t, "o1", w.given[0].Properties[wire.PropOriginMessageID])
+	require.Equal(t, "2", w.given[0].Properties[wire.PropMaxReconsume])
+	require.Equal(t, []int{0, 2}, w.args)
+	require.Equal(t, before, st.Stats().Messages, "the broker appended nothing itself")
+
+	w.mu.Lock()
+	w.err = errors.Join(broker.ErrNotWritable, errors.New("leader is n2"))
+	w.mu.Unlock()
+	resp = back()
+	require.Equal(t, wire.ServiceNotAvailable, resp.Code)
+	require.Contains(t, resp.Remark, "leader is n2")
+}
