@@ -367,7 +367,7 @@ func TestKeyIndexModel(t *testing.T) {
 				require.NoError(rt, s.Append(keyed(topic, rapid.IntRange(0, 1).Draw(rt, "q"), body, ks...)))
 				model = append(model, rec{topic, body, ks, clock.Now().Round(0).UTC()})
 			},
-			"tick": func(rt *rapid.T) { clock.Advance(time.Duration(rapid.IntRange(0, 3).Draw(rt, "s")) * time.Second) },
+			"tick":       func(rt *rapid.T) { clock.Advance(time.Duration(rapid.IntRange(0, 3).Draw(rt, "s")) * time.Second) },
 			"checkpoint": func(rt *rapid.T) { require.NoError(rt, s.checkpoint()) },
 			"reopen": func(rt *rapid.T) {
 				require.NoError(rt, s.Close())

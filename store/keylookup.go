@@ -247,6 +247,7 @@ func (s *Store) rebuildKeyFile(start uint64) (keyFile, error) {
 	if err != nil {
 		return k, err
 	}
+	s.stats.keyRebuilds.Add(1)
 	s.mu.Lock()
 	s.setKeyFile(k)
 	s.mu.Unlock()
@@ -310,8 +311,10 @@ func (s *Store) writeKeyFile(sg *segment, first, end int64) (keyFile, error) {
 	return s.putKeyFile(k, entries)
 }
 
-// putKeyFile writes k with entries (atomically: a crash leaves the old file
-// or the new one).
+// putKeyFile writes k with entries through a temporary file renamed over
+// the old one. Like the index files it is not fsynced: after a power loss
+// it may be short or zeroed, which Open (its size, its header) or a lookup
+// (each entry's checksum) notices and rebuilds from the segment.
 func (s *Store) putKeyFile(k keyFile, entries []keyEntry) (keyFile, error) {
 	k.oldest, k.newest, k.count = math.MaxInt64, math.MinInt64, int64(len(entries))
 	for _, e := range entries {
@@ -320,10 +323,31 @@ func (s *Store) putKeyFile(k keyFile, entries []keyEntry) (keyFile, error) {
 	if len(entries) == 0 {
 		k.oldest, k.newest = 0, 0
 	}
-	if err := fsx.WriteFile(s.fs, keyFilePath(s.dir, k.start), encodeKeyFile(k, entries), 0o640); err != nil {
+	path := keyFilePath(s.dir, k.start)
+	if err := s.replaceFile(path, encodeKeyFile(k, entries)); err != nil {
 		return k, fmt.Errorf("write key index %s: %w", segmentName(k.start), err)
 	}
 	return k, nil
+}
+
+// replaceFile writes path+".tmp" and renames it over path, without fsync.
+func (s *Store) replaceFile(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.fs.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = s.fs.Remove(tmp)
+	}
+	return err
 }
 
 // persistKeys writes the key file of every segment closed since the last
@@ -463,6 +487,7 @@ func (s *Store) openKeys() error {
 			if k, err = s.writeKeyFile(sg, first, end); err != nil {
 				return err
 			}
+			s.stats.keyRebuilds.Add(1)
 			rebuilt++
 		}
 		s.keyFiles = append(s.keyFiles, k)
