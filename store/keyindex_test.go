@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -403,4 +404,55 @@ func TestKeyIndexModel(t *testing.T) {
 			},
 		})
 	})
+}
+
+// TestLookupKeyRacingAppendsCheckpointsAndReleases looks keys up while
+// appends roll segments (so checkpoints write key files) and a topic is
+// released: every answer is a message with that key, in log order, and
+// once the appends are done every acknowledged message is found.
+func TestLookupKeyRacingAppendsCheckpointsAndReleases(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{SegmentSize: 1024, CheckpointEvery: time.Millisecond})
+	defer s.Close()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer close(done)
+		for i := range 600 {
+			if !assert.NoError(t, s.Append(keyed("t", i%2, fmt.Sprint("t", i), fmt.Sprint("k", i%3)), keyed("gone", 0, "g", "k0"))) {
+				return
+			}
+			if i == 300 {
+				assert.NoError(t, s.DeleteTopic("gone"))
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			ms, err := s.LookupKey("t", "k1", time.Time{}, time.Time{}, 64)
+			if !assert.NoError(t, err) {
+				return
+			}
+			for i, m := range ms {
+				assert.Equal(t, []string{"k1"}, m.Keys)
+				if i > 0 {
+					assert.Less(t, ms[i-1].LogOffset, m.LogOffset)
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	ms, err := s.LookupKey("t", "k1", time.Time{}, time.Time{}, MaxReadBatch)
+	require.NoError(t, err)
+	assert.Len(t, ms, 200)
+	gone, err := s.LookupKey("gone", "k0", time.Time{}, time.Time{}, MaxReadBatch)
+	require.NoError(t, err)
+	assert.Len(t, gone, 299, "only what came after the release")
 }

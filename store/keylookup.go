@@ -350,6 +350,12 @@ func (s *Store) replaceFile(path string, data []byte) error {
 	return err
 }
 
+// keyWork is a closed segment's key file to write, with its entries.
+type keyWork struct {
+	k       keyFile
+	entries []keyEntry
+}
+
 // persistKeys writes the key file of every segment closed since the last
 // checkpoint and drops its entries from memory; it removes the key files
 // of segments retention removed. Callers hold ckptMu (a checkpoint).
@@ -357,17 +363,56 @@ func (s *Store) persistKeys() error {
 	if s.opts.NoKeyIndex {
 		return nil
 	}
-	type work struct {
-		k       keyFile
-		entries []keyEntry
-	}
-	var todo []work
-	var stale []uint64
 	s.mu.Lock()
 	if !s.keysLoaded || s.failErr != nil || len(s.segs) == 0 {
 		s.mu.Unlock()
 		return nil
 	}
+	todo, stale := s.keyWork()
+	s.mu.Unlock()
+
+	for _, st := range stale {
+		if err := s.fs.Remove(keyFilePath(s.dir, st)); err != nil && !fsx.IsNotExist(err) {
+			s.log.Warn("store: could not remove a retained segment's key file", "dir", s.dir, "segment", segmentName(st), "err", err)
+		}
+	}
+	var werr error
+	done := 0
+	for _, w := range todo {
+		kf, err := s.putKeyFile(w.k, w.entries)
+		if err != nil {
+			werr = err
+			break
+		}
+		todo[done].k = kf
+		done++
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if done > 0 {
+		end := todo[done-1].k.end
+		n := 0
+		for n < len(s.keyMem) && s.keyMem[n].logOffset < end {
+			n++
+		}
+		s.keyMem = slices.Delete(s.keyMem, 0, n)
+		if cap(s.keyMem) > 4096 && len(s.keyMem) < cap(s.keyMem)/4 {
+			s.keyMem = slices.Clip(slices.Clone(s.keyMem)) // do not keep a busy segment's capacity
+		}
+		for _, w := range todo[:done] {
+			s.setKeyFile(w.k)
+		}
+	}
+	if werr != nil {
+		return s.fail(werr)
+	}
+	return nil
+}
+
+// keyWork lists the closed segments without a key file, with their
+// entries from memory, and forgets the key files of segments retention
+// removed (returned to be deleted). Callers hold mu exclusively.
+func (s *Store) keyWork() (todo []keyWork, stale []uint64) {
 	firstSeg := s.segs[0].start
 	k := 0
 	for _, f := range s.keyFiles {
@@ -392,54 +437,14 @@ func (s *Store) persistKeys() error {
 		}
 		var es []keyEntry
 		for _, e := range s.keyMem[at:j] {
-			if e.logOffset >= first {
+			if e.logOffset >= first { // older ones: their segment was retained unwritten
 				es = append(es, e)
 			}
 		}
 		at = j
-		todo = append(todo, work{k: keyFile{start: sg.start, first: first, end: end}, entries: es})
+		todo = append(todo, keyWork{k: keyFile{start: sg.start, first: first, end: end}, entries: es})
 	}
-	s.mu.Unlock()
-
-	for _, st := range stale {
-		if err := s.fs.Remove(keyFilePath(s.dir, st)); err != nil && !fsx.IsNotExist(err) {
-			s.log.Warn("store: could not remove a retained segment's key file", "dir", s.dir, "segment", segmentName(st), "err", err)
-		}
-	}
-	if len(todo) == 0 {
-		return nil
-	}
-	var werr error
-	done := 0
-	for _, w := range todo {
-		kf, err := s.putKeyFile(w.k, w.entries)
-		if err != nil {
-			werr = err
-			break
-		}
-		todo[done].k = kf
-		done++
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if done > 0 {
-		end := todo[done-1].k.end
-		n := 0
-		for n < len(s.keyMem) && s.keyMem[n].logOffset < end {
-			n++
-		}
-		s.keyMem = slices.Delete(s.keyMem, 0, n)
-		if cap(s.keyMem) > 4096 && len(s.keyMem) < cap(s.keyMem)/4 {
-			s.keyMem = slices.Clip(slices.Clone(s.keyMem))
-		}
-		for _, w := range todo[:done] {
-			s.setKeyFile(w.k)
-		}
-	}
-	if werr != nil {
-		return s.fail(werr)
-	}
-	return nil
+	return todo, stale
 }
 
 // openKeys loads the key index at Open: it checks every closed segment's
