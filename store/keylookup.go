@@ -465,7 +465,7 @@ func (s *Store) openKeys() error {
 		return err
 	}
 	closed := map[uint64]bool{}
-	for _, sg := range s.segs[:len(s.segs)-1] {
+	for _, sg := range s.segs { // the tail's file is the one Close wrote
 		closed[sg.start] = true
 	}
 	for _, e := range ents {
@@ -498,14 +498,73 @@ func (s *Store) openKeys() error {
 		s.keyFiles = append(s.keyFiles, k)
 	}
 	tail := s.segs[len(s.segs)-1]
-	if s.keyMem, err = s.scanKeys(tail, int64(tail.start)-1, s.written); err != nil {
-		return err
+	if s.keyMem = s.loadTailKeys(tail, have[tail.start]); s.keyMem == nil {
+		if s.keyMem, err = s.scanKeys(tail, int64(tail.start)-1, s.written); err != nil {
+			return err
+		}
 	}
 	s.keysLoaded = true
 	if rebuilt > 0 {
 		s.log.Info("store: key index rebuilt", "dir", s.dir, "files", rebuilt)
 	}
 	return nil
+}
+
+// persistTailKeys writes the key entries of the segment being written to
+// its key file at Close, so the next Open reads them back (32 bytes a key)
+// instead of decoding the segment. A failure only costs that: it is logged.
+func (s *Store) persistTailKeys() {
+	if s.opts.NoKeyIndex {
+		return
+	}
+	s.mu.Lock()
+	if !s.keysLoaded || s.failErr != nil || len(s.segs) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	tail := s.segs[len(s.segs)-1]
+	k := keyFile{start: tail.start, first: int64(tail.start) - 1, end: s.written}
+	var es []keyEntry
+	for _, e := range s.keyMem {
+		if e.logOffset >= k.first {
+			es = append(es, e)
+		}
+	}
+	s.mu.Unlock()
+	if _, err := s.putKeyFile(k, es); err != nil {
+		s.log.Warn("store: could not write the last segment's key file; the next Open reads the segment", "dir", s.dir, "err", err)
+	}
+}
+
+// loadTailKeys reads back the key entries of the tail segment from the
+// file Close wrote, in log order; nil if there is none that covers exactly
+// what the log holds (the segment is read instead). A damaged one is
+// counted and logged.
+func (s *Store) loadTailKeys(tail *segment, exists bool) []keyEntry {
+	if !exists {
+		return nil
+	}
+	b, err := fsx.ReadFile(s.fs, keyFilePath(s.dir, tail.start))
+	if err != nil {
+		return nil
+	}
+	k, es, err := decodeKeyFile(b)
+	if err == nil && (k.start != tail.start || k.first != int64(tail.start)-1 || k.end > s.written) {
+		err = fmt.Errorf("%w: it covers log offsets [%d, %d) of segment %d", ErrCorrupt, k.first, k.end, k.start)
+	}
+	if err != nil {
+		s.stats.keyRebuilds.Add(1)
+		s.log.Warn("store: the last segment's key file is unusable, reading the segment", "dir", s.dir, "segment", tail.path, "err", err)
+		return nil
+	}
+	if k.end < s.written {
+		return nil // written at an earlier Close: the segment has grown since
+	}
+	slices.SortFunc(es, func(a, b keyEntry) int { return int(a.logOffset - b.logOffset) })
+	if es == nil {
+		es = []keyEntry{}
+	}
+	return es
 }
 
 // checkKeyFile reads the header of the key file of segment start and

@@ -370,6 +370,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	if failed == nil {
 		err = s.checkpoint()
+		s.persistTailKeys()
 	}
 	s.ioMu.Lock()
 	defer s.ioMu.Unlock()
