@@ -125,17 +125,10 @@ func decodeKeyHeader(b []byte) (keyFile, error) {
 	return k, nil
 }
 
-// encodeKeyFile sorts entries (in place) and encodes the file.
+// encodeKeyFile sorts entries, given in log order, by (hash, log offset)
+// and encodes the file.
 func encodeKeyFile(k keyFile, entries []keyEntry) []byte {
-	slices.SortFunc(entries, func(a, b keyEntry) int {
-		if a.hash != b.hash {
-			if a.hash < b.hash {
-				return -1
-			}
-			return 1
-		}
-		return int(a.logOffset - b.logOffset)
-	})
+	entries = sortByHash(entries)
 	k.count = int64(len(entries))
 	b := make([]byte, keyHeaderSize+len(entries)*keyEntrySize)
 	k.encodeHeader(b)
@@ -174,6 +167,45 @@ func decodeKeyFile(b []byte) (keyFile, []keyEntry, error) {
 		out = append(out, e)
 	}
 	return k, out, nil
+}
+
+// sortByHash sorts entries by hash, keeping the order of equal hashes (so
+// entries in log order end up in (hash, log offset) order): a radix sort
+// of four 16-bit digits, O(n) (with the encoding, half the cost per key of
+// a comparison sort at a segment's keys). It returns the sorted slice.
+func sortByHash(entries []keyEntry) []keyEntry {
+	if len(entries) < 256 {
+		slices.SortStableFunc(entries, func(a, b keyEntry) int {
+			switch {
+			case a.hash < b.hash:
+				return -1
+			case a.hash > b.hash:
+				return 1
+			}
+			return 0
+		})
+		return entries
+	}
+	src, dst := entries, make([]keyEntry, len(entries))
+	var count [1 << 16]int
+	for shift := uint(0); shift < 64; shift += 16 {
+		clear(count[:])
+		for _, e := range src {
+			count[(e.hash>>shift)&0xffff]++
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for _, e := range src {
+			d := (e.hash >> shift) & 0xffff
+			dst[count[d]] = e
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	return src // four passes: back in entries
 }
 
 func keyFilePath(dir string, start uint64) string {

@@ -456,3 +456,26 @@ func TestLookupKeyRacingAppendsCheckpointsAndReleases(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, gone, 299, "only what came after the release")
 }
+
+func TestSortByHashIsStableAndSorted(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(0, 3000).Draw(rt, "n")
+		hashes := rapid.SliceOfN(rapid.Uint64Range(0, 1<<rapid.IntRange(1, 63).Draw(rt, "bits")), n, n).Draw(rt, "hashes")
+		es := make([]keyEntry, n)
+		for i, h := range hashes {
+			es[i] = keyEntry{hash: h, logOffset: int64(i)}
+		}
+		got := sortByHash(slices.Clone(es))
+		want := slices.Clone(es)
+		slices.SortStableFunc(want, func(a, b keyEntry) int {
+			if a.hash != b.hash {
+				if a.hash < b.hash {
+					return -1
+				}
+				return 1
+			}
+			return 0
+		})
+		require.Equal(rt, want, got)
+	})
+}
