@@ -25,9 +25,9 @@ import (
 // Retention removes a segment's key file with the segment (at the next
 // checkpoint). Open checks each key file's header against its segment and
 // rebuilds any that is missing or does not match by reading the segment;
-// the entries of the tail segment are read back from it (the store's Open
-// reads that segment anyway). A lookup that meets a damaged entry rebuilds
-// that file from its segment.
+// the entries of the tail segment come back from the key file Close wrote
+// for it when it covers exactly what the log holds, else from the segment.
+// A lookup that meets a damaged entry rebuilds that file from its segment.
 //
 // Key file layout: a 64-byte header, then count entries of keyEntrySize
 // bytes sorted by (hash, log offset):
