@@ -109,8 +109,9 @@
 // DeleteTopic leaves the topic whole or released, and a damaged released
 // file is refused at Open (ErrCorrupt), never guessed. A released topic
 // keeps its queues' offset state (as a queue retention emptied does, 512
-// bytes each) and Topics still lists it; ReadAt of a released message
-// still answers it until retention removes it.
+// bytes each) but Topics and Queues leave it out until it is written
+// again; ReadAt of a released message still answers it until retention
+// removes it.
 //
 // # tidwall/wal
 //

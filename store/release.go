@@ -87,7 +87,8 @@ func decodeReleased(b []byte) (map[string]int64, error) {
 // their MaxOffset if it is written again. It is durable and crash-safe: a
 // crash during DeleteTopic leaves the topic either whole or released, never
 // in between, and a release survives the loss of every derived file.
-// ReadAt of a released message still answers it (the log keeps it until
+// Topics and Queues leave the topic out until it is written again. ReadAt
+// of a released message still answers it (the log keeps it until
 // retention). Releasing an unknown topic records nothing and is no error.
 func (s *Store) DeleteTopic(topic string) error {
 	if topic == "" || len(topic) > maxTopicLength {
@@ -182,6 +183,13 @@ func (s *Store) releaseQueue(q *queue, floor int64) error {
 	q.min = m
 	s.trimIndex(q.idx, m)
 	return nil
+}
+
+// releasedQueue reports whether q holds nothing but released records
+// (Topics and Queues leave it out). Callers hold mu.
+func (s *Store) releasedQueue(q *queue) bool {
+	f, ok := s.floors[q.topic]
+	return ok && q.lastLog < f
 }
 
 // released reports whether m belongs to a release of its topic.

@@ -62,8 +62,11 @@ func TestDeleteTopicReleasesItsQueuesDurably(t *testing.T) {
 	}
 	require.NoError(t, s.checkpoint())
 	require.True(t, indexFileExists(t, dir, "t", 0), "written by the checkpoint")
+	require.Equal(t, []string{"t", "u"}, s.Topics())
 	require.NoError(t, s.DeleteTopic("t"))
 	checkReleased(t, s, dir)
+	assert.Equal(t, []string{"u"}, s.Topics(), "a released topic is not listed")
+	assert.Empty(t, s.Queues("t"))
 	require.NoError(t, s.DeleteTopic("t"), "twice is fine")
 	require.NoError(t, s.DeleteTopic("never"), "an unknown topic is no error")
 	require.ErrorIs(t, s.DeleteTopic(""), ErrInvalid)
@@ -83,9 +86,12 @@ func TestDeleteTopicReleasesItsQueuesDurably(t *testing.T) {
 	checkReleased(t, s, dir)
 
 	// Written again, the topic goes on above its old offsets.
+	assert.Equal(t, []string{"u"}, s.Topics(), "after a rebuild too")
 	m := keyed("t", 0, "again", "k")
 	require.NoError(t, s.Append(m))
 	assert.Equal(t, int64(relN), m.QueueOffset)
+	assert.Equal(t, []string{"t", "u"}, s.Topics(), "written again, it is listed")
+	assert.Equal(t, []int{0}, s.Queues("t"))
 	got, err := s.Read("t", 0, relN, 32)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"again"}, bodies(got))
