@@ -140,7 +140,8 @@ func (b *Broker) deleteTopic(req *wire.Command) *wire.Command {
 	// go, then the topic's queues in the store (its messages are gone for
 	// readers; the log space goes with retention). The groups' retry and
 	// dead-letter topics are per group, shared by every topic it consumes,
-	// and stay.
+	// and stay. Each step is durable and idempotent: after a kill between
+	// two, the delete repeated finishes the rest.
 	if err := b.core.Offsets().PurgeTopic(name); err != nil {
 		b.log.Error("delete topic: offsets", "topic", name, "err", err)
 		return wire.NewResponse(req, wire.SystemError, err.Error())
