@@ -31,8 +31,9 @@
 //
 // Position returns a key's offset and epoch as one consistent pair; callers
 // that use Epoch and Committed separately should read Epoch first (a reset
-// stores the offset before the epoch). Remove(group) and RemoveTopic(group,
-// topic) delete keys; Groups and Topics list them; Lag is max − committed,
+// stores the offset before the epoch). Remove(group), RemoveTopic(group,
+// topic) and PurgeTopic(topic) (every group's, written before it returns)
+// delete keys; Groups and Topics list them; Lag is max − committed,
 // never negative. Stats returns plain counters.
 //
 // Commits are lock-free apart from per-key state: the table is an

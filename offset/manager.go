@@ -515,6 +515,24 @@ func (m *Manager) RemoveTopic(group, topic string) {
 	m.removeWhere("remove topic", func(k key) bool { return k.group == group && k.topic == topic })
 }
 
+// PurgeTopic deletes the offsets of topic for every group (a deleted
+// topic, RocketMQ's cleanOffsetByTopic), with the same epoch guarantee as
+// Remove, and writes the file before it returns (with a Path): the file is
+// replaced atomically, so a crash leaves the offsets either all there or
+// all gone, and other topics' offsets untouched. It answers the write's
+// error; the removal stands in memory either way and the next flush
+// retries.
+func (m *Manager) PurgeTopic(topic string) error {
+	if topic == "" {
+		return m.check("purge topic", "-", topic, 0, 0)
+	}
+	if err := m.checkOpen("purge topic"); err != nil {
+		return err
+	}
+	m.removeWhere("purge topic", func(k key) bool { return k.topic == topic })
+	return m.Flush()
+}
+
 func (m *Manager) removeWhere(op string, match func(key) bool) {
 	if m.closed.Load() { // Remove answers nothing: WARN
 		m.log.Warn("offset: rejected request on closed manager", "op", op)

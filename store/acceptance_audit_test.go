@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,6 +102,7 @@ func auVerify(t *testing.T, s *store.Store, acked auAcked, ctx string) {
 		q     int
 	}
 	byQ := map[qk][]store.Message{}
+	byKey := map[string][]int64{} // topic, key -> log offsets
 	for _, m := range acked {
 		k := qk{m.Topic, m.QueueID}
 		byQ[k] = append(byQ[k], m)
@@ -128,7 +130,24 @@ func auVerify(t *testing.T, s *store.Store, acked auAcked, ctx string) {
 			m, err := s.ReadAt(kept[i].LogOffset)
 			require.NoError(t, err, "%s: ReadAt %d", ctx, kept[i].LogOffset)
 			auSameMessage(t, kept[i], m, fmt.Sprintf("%s: ReadAt %d", ctx, kept[i].LogOffset))
+			for _, key := range kept[i].Keys {
+				tk := k.topic + "\x00" + key
+				byKey[tk] = append(byKey[tk], kept[i].LogOffset)
+			}
 		}
+	}
+	// Every message is found by each of its keys, and nothing else is (the
+	// key index heals itself).
+	for tk, want := range byKey {
+		topic, key, _ := strings.Cut(tk, "\x00")
+		got, err := s.LookupKey(topic, key, time.Time{}, time.Time{}, store.MaxReadBatch)
+		require.NoError(t, err, "%s: LookupKey %s/%s", ctx, topic, key)
+		offs := make([]int64, len(got))
+		for i, m := range got {
+			offs[i] = m.LogOffset
+		}
+		slices.Sort(want)
+		require.Equal(t, want, offs, "%s: LookupKey %s/%s", ctx, topic, key)
 	}
 }
 
@@ -649,7 +668,7 @@ func auDerivedMatrix(t *testing.T, retain, crash bool) {
 		s := auOpen(t, ref, store.Options{SegmentSize: 4096})
 		auVerify(t, s, acked, "undamaged")
 		if st := s.Stats(); !crash {
-			require.Zero(t, st.IndexRebuilds+st.IndexRepairs+uint64(st.Replayed), "a clean reopen re-did index work: %+v", st)
+			require.Zero(t, st.IndexRebuilds+st.IndexRepairs+st.KeyFileRebuilds+uint64(st.Replayed), "a clean reopen re-did index work: %+v", st)
 		}
 		require.NoError(t, s.Close())
 	}
@@ -671,7 +690,7 @@ func auDerivedMatrix(t *testing.T, retain, crash bool) {
 			if st := s.Stats(); !crash && strings.HasPrefix(d.name, "flip") && !strings.Contains(rel, "checkpoint") {
 				// a flipped index entry is noticed and counted: rebuilt at
 				// Open, re-indexed by the replay, or repaired at Read
-				require.Positive(t, st.IndexRebuilds+st.IndexRepairs+uint64(st.Replayed), "%s: damage not counted: %+v", ctx, st)
+				require.Positive(t, st.IndexRebuilds+st.IndexRepairs+st.KeyFileRebuilds+uint64(st.Replayed), "%s: damage not counted: %+v", ctx, st)
 			}
 			require.NoError(t, s.Close(), ctx)
 			if !strings.HasPrefix(d.name, "delete") && !strings.HasPrefix(d.name, "zero") && !strings.HasPrefix(d.name, "flip-last") {

@@ -309,6 +309,9 @@ func (s *Store) write(msgs []*Message, as []assigned, lost bool) (int64, []notic
 			m.QueueOffset, m.LogOffset, m.StoredAt = p.qoff, p.entry.logOffset, stored
 		}
 	}
+	if !lost {
+		s.indexKeys(msgs, pl)
+	}
 	s.written += int64(len(msgs))
 	s.lastStored = stored
 	s.appended += int64(len(buf))

@@ -252,5 +252,5 @@ func (s *Store) checkpoint(syncLog ...bool) error {
 	}
 	s.stats.ckpts.Add(1)
 	s.journalWritten(ck.journalGen)
-	return nil
+	return s.persistKeys()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/brokercore/brokercore/store"
 )
@@ -103,4 +104,51 @@ func ExampleRepair() {
 	// readable: 2 three
 	// readable: 3 four
 	// next: 4
+}
+
+// Find messages by key (RocketMQ's QUERY_MESSAGE): the newest max of a
+// topic with the key, in a time range (zero times: no bound), in log order.
+func ExampleStore_LookupKey() {
+	dir, err := os.MkdirTemp("", "store-keys-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	// A RocketMQ host also indexes the message id it keeps as UNIQ_KEY.
+	s, err := store.Open(dir, store.Options{KeyProperties: []string{"UNIQ_KEY"}})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	for i, body := range []string{"created", "paid", "shipped"} {
+		err := s.Append(&store.Message{Topic: "orders", QueueID: i % 2, Keys: []string{"order-42"}, Body: []byte(body),
+			Properties: map[string]string{"UNIQ_KEY": fmt.Sprint("ID-", i)}})
+		if err != nil {
+			panic(err)
+		}
+	}
+	msgs, err := s.LookupKey("orders", "order-42", time.Time{}, time.Time{}, 2)
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range msgs {
+		fmt.Printf("log offset %d: %s\n", m.LogOffset, m.Body)
+	}
+	byID, err := s.LookupKey("orders", "ID-0", time.Time{}, time.Time{}, 1)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("by id:", string(byID[0].Body))
+
+	// Deleting the topic releases its messages: nothing is found any more.
+	if err := s.DeleteTopic("orders"); err != nil {
+		panic(err)
+	}
+	msgs, _ = s.LookupKey("orders", "order-42", time.Time{}, time.Time{}, 2)
+	fmt.Println("after DeleteTopic:", len(msgs), "MinOffset = MaxOffset:", s.MinOffset("orders", 0) == s.MaxOffset("orders", 0))
+	// Output:
+	// log offset 1: paid
+	// log offset 2: shipped
+	// by id: created
+	// after DeleteTopic: 0 MinOffset = MaxOffset: true
 }

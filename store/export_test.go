@@ -14,3 +14,10 @@ func RepairWithFS(o RepairOptions, fsys fsx.FS) RepairOptions {
 	o.fs = fsys
 	return o
 }
+
+// MinLogOffsetForTest is the oldest log offset still in a segment.
+func (s *Store) MinLogOffsetForTest() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.logMin
+}

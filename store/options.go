@@ -114,6 +114,13 @@ type Options struct {
 	// the appending goroutine just before Append returns, so it may append
 	// again; it should not block for long.
 	OnAppend func(topic string, queueID int, next int64)
+	// NoKeyIndex turns the key index (LookupKey) off: no key files, no
+	// memory per key. The zero value keeps it on.
+	NoKeyIndex bool
+	// KeyProperties names properties whose values the key index takes as
+	// keys too, besides Keys (a RocketMQ host names "UNIQ_KEY", the
+	// message id its clients query).
+	KeyProperties []string
 
 	// fs is where the store writes every file that is not the log (index
 	// files, checkpoint, quarantine); nil = the operating system. Tests set
@@ -122,6 +129,8 @@ type Options struct {
 	// afterFixedRead runs after a read verified the tail or repaired an
 	// index entry, before it tries again (tests append there).
 	afterFixedRead func()
+	// keyHash replaces the key index's hash (tests force collisions).
+	keyHash func(topic, key string) uint64
 }
 
 func (o Options) withDefaults() Options {

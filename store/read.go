@@ -509,7 +509,7 @@ func (s *Store) Topics() []string {
 	out := make([]string, 0, len(s.queues))
 	for t, qs := range s.queues {
 		for _, q := range qs {
-			if q.visible > 0 {
+			if q.visible > 0 && !s.releasedQueue(q) {
 				out = append(out, t)
 				break
 			}
@@ -525,7 +525,7 @@ func (s *Store) Queues(topic string) []int {
 	defer s.mu.RUnlock()
 	out := []int{}
 	for id, q := range s.queues[topic] {
-		if q.visible > 0 {
+		if q.visible > 0 && !s.releasedQueue(q) {
 			out = append(out, id)
 		}
 	}

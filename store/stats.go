@@ -17,6 +17,9 @@ type Stats struct {
 	Retained      uint64 `json:"retained"`       // segments dropped by retention
 	IndexRepairs  uint64 `json:"index_repairs"`  // damaged index entries rebuilt from the log at Read
 	IndexRebuilds uint64 `json:"index_rebuilds"` // whole index rebuilt from the log at Open
+	// KeyFileRebuilds counts key index files (LookupKey) rebuilt from their
+	// segment because they were missing or damaged, at Open or at a lookup.
+	KeyFileRebuilds uint64 `json:"key_file_rebuilds"`
 	// CorruptRecords counts damaged records readers met and stepped past
 	// (each once): they are never returned as data.
 	CorruptRecords uint64 `json:"corrupt_records"`
@@ -41,6 +44,7 @@ type Stats struct {
 type counters struct {
 	appends, messages, bytes, rejected, syncs, synced, reads, readMsgs atomic.Uint64
 	ckpts, retained, indexRepairs, rebuilds, corrupt, lost             atomic.Uint64
+	keyRebuilds                                                        atomic.Uint64
 	cutBytes, replayed                                                 atomic.Int64
 }
 
@@ -50,28 +54,29 @@ func (s *Store) Stats() Stats {
 	defer s.mu.RUnlock()
 	open, opens := s.files.stats()
 	return Stats{
-		IndexFilesOpen: open,
-		IndexFileOpens: opens,
-		Appends:        s.stats.appends.Load(),
-		Messages:       s.stats.messages.Load(),
-		AppendedBytes:  s.stats.bytes.Load(),
-		Rejected:       s.stats.rejected.Load(),
-		Syncs:          s.stats.syncs.Load(),
-		SyncedRecords:  s.stats.synced.Load(),
-		Reads:          s.stats.reads.Load(),
-		ReadMessages:   s.stats.readMsgs.Load(),
-		Checkpoints:    s.stats.ckpts.Load(),
-		Retained:       s.stats.retained.Load(),
-		IndexRepairs:   s.stats.indexRepairs.Load(),
-		IndexRebuilds:  s.stats.rebuilds.Load(),
-		CorruptRecords: s.stats.corrupt.Load(),
-		LostRecords:    s.stats.lost.Load(),
-		RecoveryCut:    s.stats.cutBytes.Load(),
-		Replayed:       s.stats.replayed.Load(),
-		Segments:       len(s.segs),
-		Queues:         s.nq,
-		LogMin:         s.logMin,
-		LogNext:        s.walWritten, // what the wal holds: a failed round never counts
-		Failed:         s.failErr != nil,
+		IndexFilesOpen:  open,
+		IndexFileOpens:  opens,
+		Appends:         s.stats.appends.Load(),
+		Messages:        s.stats.messages.Load(),
+		AppendedBytes:   s.stats.bytes.Load(),
+		Rejected:        s.stats.rejected.Load(),
+		Syncs:           s.stats.syncs.Load(),
+		SyncedRecords:   s.stats.synced.Load(),
+		Reads:           s.stats.reads.Load(),
+		ReadMessages:    s.stats.readMsgs.Load(),
+		Checkpoints:     s.stats.ckpts.Load(),
+		Retained:        s.stats.retained.Load(),
+		IndexRepairs:    s.stats.indexRepairs.Load(),
+		IndexRebuilds:   s.stats.rebuilds.Load(),
+		KeyFileRebuilds: s.stats.keyRebuilds.Load(),
+		CorruptRecords:  s.stats.corrupt.Load(),
+		LostRecords:     s.stats.lost.Load(),
+		RecoveryCut:     s.stats.cutBytes.Load(),
+		Replayed:        s.stats.replayed.Load(),
+		Segments:        len(s.segs),
+		Queues:          s.nq,
+		LogMin:          s.logMin,
+		LogNext:         s.walWritten, // what the wal holds: a failed round never counts
+		Failed:          s.failErr != nil,
 	}
 }

@@ -101,6 +101,15 @@ type Store struct {
 
 	stats counters
 
+	// The key index (keyindex.go), under mu: the entries of segments whose
+	// key file is not written yet, in log order; the written files, by
+	// segment; whether Open loaded it.
+	keyMem     []keyEntry
+	keyFiles   []keyFile
+	keysLoaded bool
+	// floors are the released topics (release.go), under mu.
+	floors map[string]int64
+
 	// syncFile is (*os.File).Sync and walWrite is wal.WriteBatch; tests
 	// replace them to inject failures.
 	syncFile func(*os.File) error
@@ -279,6 +288,16 @@ func (s *Store) open() error {
 		s.lastFrame = frameCheck{pos: e.pos, size: e.size}
 	}
 	s.walFrame = s.lastFrame
+	changed, err := s.openReleased()
+	if err != nil {
+		return err
+	}
+	if err := s.openKeys(); err != nil {
+		return err
+	}
+	if changed {
+		return s.checkpoint()
+	}
 	return nil
 }
 
@@ -351,6 +370,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	if failed == nil {
 		err = s.checkpoint()
+		s.persistTailKeys()
 	}
 	s.ioMu.Lock()
 	defer s.ioMu.Unlock()

@@ -32,6 +32,7 @@ import (
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/namesrv"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -234,6 +235,11 @@ func coreOptions(cfg Config) brokercore.Options {
 	}
 	if cfg.Flush == "async" {
 		co.Store.Sync = store.SyncInterval
+	}
+	if co.Store.KeyProperties == nil {
+		// QUERY_MESSAGE by message id (queryMsgById with -t, the v2
+		// client's unique-key query) looks the id up in the key index.
+		co.Store.KeyProperties = []string{wire.PropUniqKey}
 	}
 	if cfg.DelayLevels != "" {
 		co.Schedule.Levels = cfg.DelayLevels

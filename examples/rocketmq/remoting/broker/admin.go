@@ -136,6 +136,20 @@ func (b *Broker) deleteTopic(req *wire.Command) *wire.Command {
 	if err := b.opts.TopicConfigs.Delete(name); err != nil {
 		return refusal(req, err)
 	}
+	// As Apache's deleteTopicInBroker: the consumer offsets of every group
+	// go, then the topic's queues in the store (its messages are gone for
+	// readers; the log space goes with retention). The groups' retry and
+	// dead-letter topics are per group, shared by every topic it consumes,
+	// and stay. Each step is durable and idempotent: after a kill between
+	// two, the delete repeated finishes the rest.
+	if err := b.core.Offsets().PurgeTopic(name); err != nil {
+		b.log.Error("delete topic: offsets", "topic", name, "err", err)
+		return wire.NewResponse(req, wire.SystemError, err.Error())
+	}
+	if err := b.st.DeleteTopic(name); err != nil {
+		b.log.Error("delete topic: store", "topic", name, "err", err)
+		return wire.NewResponse(req, wire.SystemError, err.Error())
+	}
 	b.log.Info("topic deleted", "topic", name)
 	return b.ok(req, nil)
 }
@@ -306,76 +320,63 @@ func (b *Broker) viewMessage(req *wire.Command) *wire.Command {
 	return b.ok(req, wire.EncodeMessage(nil, m, b.storeHost))
 }
 
-// queryScanLimit bounds the messages QUERY_MESSAGE reads per queue: the
-// store has no key index, so a key query scans from the begin time.
-const queryScanLimit = 10000
+// Apache's limits of a key query: maxMsgsNumBatch for a key,
+// defaultQueryMaxNum for a unique key (the message id).
+const (
+	queryMaxNum       = 64
+	queryUniqueMaxNum = 32
+)
 
+// queryMessage answers QUERY_MESSAGE from the store's key index
+// (store.LookupKey): the newest maxNum messages of the topic with the key
+// stored in [beginTimestamp, endTimestamp] (milliseconds, inclusive), in
+// log order. With _UNIQUE_KEY_QUERY the key is a message id (UNIQ_KEY) and
+// only a message with that id answers.
 func (b *Broker) queryMessage(req *wire.Command) *wire.Command {
 	topic, key := req.ExtFields["topic"], req.ExtFields["key"]
-	n, ok := b.topics.Queues(topic)
-	if !ok {
+	if _, ok := b.topics.Queues(topic); !ok {
 		return wire.NewResponse(req, wire.TopicNotExist, "topic["+topic+"] not exist")
 	}
 	if key == "" {
 		return wire.NewResponse(req, codeInvalidParameter, "the key is empty")
 	}
 	maxNum, _ := strconv.Atoi(req.ExtFields["maxNum"])
-	if maxNum <= 0 || maxNum > 64 {
-		maxNum = 64
-	}
-	begin, _ := strconv.ParseInt(req.ExtFields["beginTimestamp"], 10, 64)
-	end, err := strconv.ParseInt(req.ExtFields["endTimestamp"], 10, 64)
-	if err != nil || end <= 0 {
-		end = 1<<63 - 1
+	if maxNum <= 0 || maxNum > queryMaxNum {
+		maxNum = queryMaxNum
 	}
 	unique := req.ExtFields["_UNIQUE_KEY_QUERY"] == "true"
+	if unique {
+		maxNum = queryUniqueMaxNum
+	}
+	var from, to time.Time
+	if ms, err := strconv.ParseInt(req.ExtFields["beginTimestamp"], 10, 64); err == nil && ms > 0 {
+		from = time.UnixMilli(ms)
+	}
+	if ms, err := strconv.ParseInt(req.ExtFields["endTimestamp"], 10, 64); err == nil && ms > 0 && ms < 1<<62 {
+		to = time.UnixMilli(ms).Add(time.Millisecond - 1) // the whole last millisecond
+	}
+	msgs, err := b.st.LookupKey(topic, key, from, to, maxNum)
+	if err != nil {
+		b.log.Warn("query by key failed", "topic", topic, "key", key, "err", err)
+		return wire.NewResponse(req, wire.SystemError, err.Error())
+	}
 	var body []byte
 	found := 0
-	for q := 0; q < n && found < maxNum; q++ {
-		from := max(b.st.OffsetAt(topic, q, time.UnixMilli(begin)), b.st.MinOffset(topic, q))
-		for scanned := 0; scanned < queryScanLimit && found < maxNum; {
-			msgs, err := b.st.Read(topic, q, from, 32)
-			if err != nil || len(msgs) == 0 {
-				break
-			}
-			for _, m := range msgs {
-				scanned++
-				if m.StoredAt.UnixMilli() > end {
-					scanned = queryScanLimit
-					break
-				}
-				if matchesKey(m.Properties, m.Keys, key, unique) {
-					body = wire.EncodeMessage(body, m, b.storeHost)
-					found++
-				}
-			}
-			from = msgs[len(msgs)-1].QueueOffset + 1
+	for _, m := range msgs {
+		if unique && m.Properties[wire.PropUniqKey] != key {
+			continue // a business key equal to the id asked for
 		}
+		body = wire.EncodeMessage(body, m, b.storeHost)
+		found++
 	}
 	if found == 0 {
 		return wire.NewResponse(req, wire.QueryNotFound, "can not find message, maybe time range not correct")
 	}
 	resp := b.ok(req, body)
-	resp.ExtFields["indexLastUpdateTimestamp"] = strconv.FormatInt(time.Now().UnixMilli(), 10)
-	resp.ExtFields["indexLastUpdatePhyoffset"] = "0"
+	last := msgs[len(msgs)-1]
+	resp.ExtFields["indexLastUpdateTimestamp"] = strconv.FormatInt(last.StoredAt.UnixMilli(), 10)
+	resp.ExtFields["indexLastUpdatePhyoffset"] = strconv.FormatInt(last.LogOffset, 10)
 	return resp
-}
-
-func matchesKey(props map[string]string, keys []string, key string, unique bool) bool {
-	if unique {
-		return props["UNIQ_KEY"] == key
-	}
-	for _, k := range keys {
-		if k == key {
-			return true
-		}
-	}
-	for _, k := range wire.KeysOf(props) {
-		if k == key {
-			return true
-		}
-	}
-	return false
 }
 
 func (b *Broker) runtimeInfo(req *wire.Command) *wire.Command {
