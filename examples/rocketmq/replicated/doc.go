@@ -70,6 +70,8 @@
 // NO_PERMISSION, gRPC's with NOT_IMPLEMENTED), orderly queue locks (every
 // node has its own table: a new leader starts with none), a deleted
 // group's committed offsets (cleanOffset clears the node's local ones
-// only), the metrics and admin HTTP endpoint, and ACL (the program refuses
+// only), a deleted topic's messages and offsets (its route and
+// configuration go; the data stays until retention, where a single broker
+// releases it at once), the metrics and admin HTTP endpoint, and ACL (the program refuses
 // -acl with -raft-id).
 package replicated

@@ -142,6 +142,15 @@ func (b *Broker) deleteTopic(req *wire.Command) *wire.Command {
 	// dead-letter topics are per group, shared by every topic it consumes,
 	// and stay. Each step is durable and idempotent: after a kill between
 	// two, the delete repeated finishes the rest.
+	//
+	// Not with a Writer (a replicated core): its store and offsets change
+	// only through the writer's log, and a release applied by each node at
+	// its own moment would hide different messages on each. There the
+	// route and configuration go and the data stays until retention.
+	if b.opts.Writer != nil {
+		b.log.Info("topic deleted", "topic", name, "data", "kept")
+		return b.ok(req, nil)
+	}
 	if err := b.core.Offsets().PurgeTopic(name); err != nil {
 		b.log.Error("delete topic: offsets", "topic", name, "err", err)
 		return wire.NewResponse(req, wire.SystemError, err.Error())

@@ -206,3 +206,17 @@ func TestSendBackWriterTakesSendBacks(t *testing.T) {
 	require.Equal(t, wire.ServiceNotAvailable, resp.Code)
 	require.Contains(t, resp.Remark, "leader is n2")
 }
+
+// TestDeleteTopicKeepsAReplicatedCoresData: with a Writer the store and the
+// offsets change only through the writer's log; a delete takes the topic's
+// route and configuration and leaves the data to retention, since each
+// node of a replicated host would release a different range.
+func TestDeleteTopicKeepsAReplicatedCoresData(t *testing.T) {
+	rc, st := startWriterBroker(t, &fakeWriter{})
+	require.NoError(t, st.Append(&store.Message{Topic: "dt", Body: []byte("kept")}))
+	resp := rc.call(req(broker.CodeDeleteTopicInBroker, map[string]string{"topic": "dt"}, nil))
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	msgs, err := st.Read("dt", 0, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+}
