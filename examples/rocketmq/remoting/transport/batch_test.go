@@ -95,4 +95,3 @@ func TestBatchIsServedBeforeABrokenFrameCloses(t *testing.T) {
 	go func() { _, _ = cli.Write(append(frames(t, wire.CodeSendMessage, 1, 3), broken...)) }()
 	require.Len(t, readAnswers(t, bufio.NewReader(cli), 3), 3)
 }
-
