@@ -68,6 +68,7 @@ func (s *Store) Append(msgs ...*Message) error {
 			return err
 		}
 	}
+	now := s.opts.Now() // read before mu: the clock is no part of what mu orders (write clamps it)
 	s.mu.Lock()
 	if err := s.usable(); err != nil {
 		s.mu.Unlock()
@@ -83,7 +84,7 @@ func (s *Store) Append(msgs ...*Message) error {
 		}
 		as = as[:len(msgs)]
 	}
-	end, notes, err := s.write(msgs, as, false)
+	end, notes, err := s.write(msgs, as, false, now)
 	if err != nil {
 		s.mu.Unlock()
 		s.log.Debug("store: append failed", "batch", len(msgs), "err", err)
@@ -221,11 +222,11 @@ func (s *Store) gather(last int, took time.Duration) {
 // to as (filled in once durable); otherwise into the messages. Callers
 // hold mu exclusively. It returns the log offset just past the batch and
 // the OnAppend notices to make once the batch is visible. With lost the
-// records are tombstones (lost.go).
-func (s *Store) write(msgs []*Message, as []assigned, lost bool) (int64, []notice, error) {
+// records are tombstones (lost.go). now is Options.Now, read by the caller.
+func (s *Store) write(msgs []*Message, as []assigned, lost bool, now time.Time) (int64, []notice, error) {
 	// As Read returns it: UTC, no monotonic clock reading, so the message
 	// Append filled in equals the one read back.
-	stored := s.opts.Now().Round(0).UTC()
+	stored := now.Round(0).UTC()
 	if stored.Before(s.lastStored) {
 		stored = s.lastStored // StoredAt never decreases along the log
 	}
