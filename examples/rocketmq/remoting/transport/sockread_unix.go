@@ -10,10 +10,17 @@ import (
 )
 
 // socketOf returns the reader of the connection's socket descriptor, nil
-// when it has none.
+// when it has none, or when nc is not a plain TCP or Unix connection: a
+// wrapper's Read (a sniffing listener's buffered prefix) is read through
+// it, even when the wrapper exposes the descriptor.
 func socketOf(nc net.Conn, cr *connReader) *socketReader {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
+	var sc syscall.Conn
+	switch c := nc.(type) {
+	case *net.TCPConn:
+		sc = c
+	case *net.UnixConn:
+		sc = c
+	default:
 		return nil
 	}
 	rc, err := sc.SyscallConn()
