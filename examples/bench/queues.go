@@ -45,7 +45,7 @@ func sizeNote(got, named int) string {
 	if got == named {
 		return ""
 	}
-	return fmt.Sprintf("%d queues, not %s (smaller run)", got, thousands(named))
+	return fmt.Sprintf("%s queues, not %s (smaller run)", thousands(got), thousands(named))
 }
 
 // thousands writes n with commas: 100,000.
