@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"time"
 
@@ -69,6 +68,7 @@ func (s *Store) Append(msgs ...*Message) error {
 			return err
 		}
 	}
+	now := s.opts.Now() // read before mu: the clock is no part of what mu orders (write clamps it)
 	s.mu.Lock()
 	if err := s.usable(); err != nil {
 		s.mu.Unlock()
@@ -76,10 +76,15 @@ func (s *Store) Append(msgs ...*Message) error {
 	}
 	group := s.opts.Sync == SyncGroup
 	var as []assigned
+	var small [4]assigned // most batches: no allocation
 	if group {
-		as = make([]assigned, len(msgs))
+		as = small[:0]
+		if len(msgs) > len(small) {
+			as = make([]assigned, 0, len(msgs))
+		}
+		as = as[:len(msgs)]
 	}
-	end, notes, err := s.write(msgs, as, false)
+	end, notes, err := s.write(msgs, as, false, now)
 	if err != nil {
 		s.mu.Unlock()
 		s.log.Debug("store: append failed", "batch", len(msgs), "err", err)
@@ -92,6 +97,13 @@ func (s *Store) Append(msgs ...*Message) error {
 	}
 	w := waiterPool.Get().(chan error)
 	s.waiters = append(s.waiters, waiter{end: end, done: w})
+	if s.gatherWant > 0 && len(s.waiters) >= s.gatherWant {
+		s.gatherWant = 0 // the group is complete: wake the leader
+		select {
+		case s.gathered <- struct{}{}:
+		default:
+		}
+	}
 	lead := !s.syncing // nobody is fsyncing: lead
 	s.syncing = true
 	s.mu.Unlock()
@@ -163,6 +175,11 @@ func (s *Store) lead(max int) {
 		}
 		last, took := s.lastGroup, s.lastFsync
 		s.mu.Unlock()
+		if n == 1 {
+			// The last fsync answered this leader too, and its caller
+			// appends nothing more until lead returns: do not wait for it.
+			last--
+		}
 		s.gather(last, took)
 		// A failure is recorded in the failed state and answered to every
 		// waiter; the loop then stops.
@@ -173,17 +190,30 @@ func (s *Store) lead(max int) {
 // gather lets the appenders the last fsync answered write their next
 // records before the next fsync starts (for at most half as long as that
 // fsync took): otherwise two half-groups alternate, each written while the
-// other's fsync runs, and every fsync carries half the appenders.
+// other's fsync runs, and every fsync carries half the appenders. The
+// leader sleeps until the appender that completes the group wakes it, or
+// the time is up; it polls nothing, so it takes neither a processor nor
+// mu from the appenders it waits for.
 func (s *Store) gather(last int, took time.Duration) {
-	deadline := time.Now().Add(took / 2)
-	for i := 0; ; i++ {
-		s.mu.RLock()
-		n := len(s.waiters)
-		s.mu.RUnlock()
-		if n >= last || time.Now().After(deadline) {
-			return
-		}
-		runtime.Gosched()
+	s.mu.Lock()
+	if len(s.waiters) >= last || took <= 0 || s.failErr != nil || s.filesClosed {
+		s.mu.Unlock()
+		return
+	}
+	s.gatherWant = last
+	s.mu.Unlock()
+	s.gatherTimer.Reset(took / 2)
+	select {
+	case <-s.gathered:
+	case <-s.gatherTimer.C:
+	}
+	s.gatherTimer.Stop()
+	s.mu.Lock()
+	s.gatherWant = 0
+	s.mu.Unlock()
+	select { // a signal sent as the timer fired
+	case <-s.gathered:
+	default:
 	}
 }
 
@@ -192,11 +222,11 @@ func (s *Store) gather(last int, took time.Duration) {
 // to as (filled in once durable); otherwise into the messages. Callers
 // hold mu exclusively. It returns the log offset just past the batch and
 // the OnAppend notices to make once the batch is visible. With lost the
-// records are tombstones (lost.go).
-func (s *Store) write(msgs []*Message, as []assigned, lost bool) (int64, []notice, error) {
+// records are tombstones (lost.go). now is Options.Now, read by the caller.
+func (s *Store) write(msgs []*Message, as []assigned, lost bool, now time.Time) (int64, []notice, error) {
 	// As Read returns it: UTC, no monotonic clock reading, so the message
 	// Append filled in equals the one read back.
-	stored := s.opts.Now().Round(0).UTC()
+	stored := now.Round(0).UTC()
 	if stored.Before(s.lastStored) {
 		stored = s.lastStored // StoredAt never decreases along the log
 	}

@@ -136,11 +136,12 @@ func (s *Store) fsyncLog() error {
 	}
 	s.pending = append(s.pending[:0], s.pending[k:]...)
 	k = 0
+	answer := s.answer[:0]
 	for _, w := range s.waiters {
 		if w.end > target {
 			break
 		}
-		w.done <- nil
+		answer = append(answer, w.done)
 		k++
 	}
 	s.waiters = append(s.waiters[:0], s.waiters[k:]...)
@@ -149,6 +150,13 @@ func (s *Store) fsyncLog() error {
 	s.lastGroup, s.lastFsync = k+len(s.waiters), took
 	s.walCond.Broadcast() // durable moved
 	s.mu.Unlock()
+	// Answered outside mu: a woken appender does not find it held by the
+	// goroutine that woke it. Each channel has room (waiterPool).
+	for i, c := range answer {
+		c <- nil
+		answer[i] = nil
+	}
+	s.answer = answer[:0]
 	return nil
 }
 

@@ -68,7 +68,7 @@ func (s *Store) fillLost(ck *checkpoint) error {
 	if len(ts) == 0 {
 		return nil
 	}
-	if _, _, err := s.write(ts, nil, true); err != nil {
+	if _, _, err := s.write(ts, nil, true, s.opts.Now()); err != nil {
 		return err
 	}
 	s.stats.lost.Add(uint64(len(ts)))

@@ -87,7 +87,13 @@ type Store struct {
 	syncing    bool          // SyncGroup: a leader is fsyncing
 	lastGroup  int           // appenders around the last fsync: answered + still waiting
 	lastFsync  time.Duration // how long it took
-	walCond    *sync.Cond
+	// The leader waiting for the appenders of the last group (gather):
+	// the appender that brings waiters to gatherWant signals gathered.
+	gatherWant  int
+	gathered    chan struct{}
+	gatherTimer *time.Timer  // the leader's (one at a time)
+	answer      []chan error // the waiters an fsync answers, outside mu (ioMu)
+	walCond     *sync.Cond
 
 	batch  wal.Batch
 	encBuf []byte
@@ -156,6 +162,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		files:    newFileCache(opts.fs, opts.MaxOpenFiles),
 		queues:   map[string]map[int]*queue{},
 		kick:     make(chan struct{}, 1),
+		gathered: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		syncFile: (*os.File).Sync,
@@ -163,6 +170,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s.walWrite = func(b *wal.Batch) error { return s.wal.WriteBatch(b) }
 	s.walCond = sync.NewCond(&s.mu)
+	s.gatherTimer = time.NewTimer(time.Hour)
+	s.gatherTimer.Stop()
 	if err := os.MkdirAll(filepath.Join(dir, "index"), 0o750); err != nil {
 		return nil, openErr(err)
 	}

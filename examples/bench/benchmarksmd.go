@@ -24,7 +24,7 @@ const defaultReportPath = "../../BENCHMARKS.md"
 // subcommand's -tiny mode and the smoke test use them to keep the command
 // from rotting. Their figures mean nothing.
 var tinySizes = sizes{reps: 2, appendN: 300, durableN: 40, durableT: 50 * time.Millisecond,
-	consumeN: 200, reopenN: 500, reopenMsg: 64, timerN: 200}
+	consumeN: 200, reopenN: 500, reopenMsg: 64, timerN: 200, someQueues: 20, manyQueues: 200}
 
 // reportCmd is `go run . report [-quick|-tiny] [-reps N] [-o FILE]`.
 func reportCmd(ctx context.Context, args []string, progress io.Writer) error {

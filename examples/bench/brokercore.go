@@ -93,6 +93,7 @@ func storeAppend(e *env, policy store.SyncPolicy, batch, producers int, n int64,
 	s := sample{msgs: msgs, bytes: msgs * bodySize, elapsed: el, cpu: cpu, lat: lat.all, disk: dirSize(dir)}
 	if policy == store.SyncGroup {
 		stats := st.Stats()
+		s.fsyncs = int64(stats.Syncs)
 		s.note = fmt.Sprintf("%.1f msgs/fsync", float64(stats.Messages)/float64(max(stats.Syncs, 1)))
 	}
 	return s, st.Close()

@@ -8,7 +8,7 @@
 //	go run . report               # every row; writes ../../BENCHMARKS.md (see report -h)
 //	go run .                      # full run, under 5 minutes on 2 cores
 //	go run . -quick               # under a minute, smaller sizes, 1 repetition
-//	go run . -workloads consume   # only some workloads (append,durable,consume,reopen,timers)
+//	go run . -workloads consume   # only some workloads (append,durable,consume,reopen,timers,pop,queues)
 //	go run . -dir /mnt/disk       # put the temporary data there
 //	go run . -cpuprofile cpu.out  # profile the run (all systems share the process)
 //

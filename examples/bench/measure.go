@@ -22,6 +22,8 @@ type sample struct {
 	cpu     time.Duration   // process CPU time spent in the run
 	lat     []time.Duration // one entry per operation (the row says what an operation is)
 	disk    int64           // bytes on disk after the run, 0 = not measured
+	heap    int64           // live heap the system took, 0 = not measured
+	fsyncs  int64           // fsyncs the run made, 0 = not counted
 	note    string
 }
 

@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// The four workloads of the issue, in the order they run and print.
+// The first four workloads, in the order they run and print (timers.go,
+// pop.go and queues.go add theirs).
 const (
 	wAppend  = "append"  // 1 KiB appends, no fsync per message
 	wDurable = "durable" // appends acknowledged after fsync
@@ -20,7 +21,7 @@ const (
 	wReopen  = "reopen"  // open/restart a log of many messages
 )
 
-var allWorkloads = []string{wAppend, wDurable, wConsume, wReopen, wTimers, wPop}
+var allWorkloads = []string{wAppend, wDurable, wConsume, wReopen, wTimers, wPop, wQueues}
 
 // sizes say how much work each run does.
 type sizes struct {
@@ -32,13 +33,18 @@ type sizes struct {
 	reopenN   int64         // messages in the reopened log
 	reopenMsg int           // body size in the reopened log
 	timerN    int64         // timers per timer run (timers.go)
+	// The queues workload (queues.go): its rows are named for 10,000 and
+	// 100,000 queues; smaller runs use fewer and say so.
+	someQueues, manyQueues int
 }
 
 var (
 	fullSizes = sizes{reps: 3, appendN: 300_000, durableN: 1_000_000, durableT: 3 * time.Second,
-		consumeN: 200_000, reopenN: 1_000_000, reopenMsg: bodySize, timerN: 100_000}
+		consumeN: 200_000, reopenN: 1_000_000, reopenMsg: bodySize, timerN: 100_000,
+		someQueues: 10_000, manyQueues: 100_000}
 	quickSizes = sizes{reps: 2, appendN: 100_000, durableN: 1_000_000, durableT: time.Second,
-		consumeN: 50_000, reopenN: 200_000, reopenMsg: bodySize, timerN: 100_000}
+		consumeN: 50_000, reopenN: 200_000, reopenMsg: bodySize, timerN: 100_000,
+		someQueues: 10_000, manyQueues: 20_000}
 )
 
 // config is one invocation of the benchmark.
@@ -59,6 +65,8 @@ type bcase struct {
 	system   string
 	ref      string // system of the reference row of the same workload; "" = none
 	op       string // what one latency sample is
+	timeRow  bool   // the time is the result (reopen, Close, Open): p50 and max, vs reference by time
+	queues   int    // the queues the row ran at (queues workload), 0 = not a queue-count row
 	prepare  func(e *env) error
 	run      func(e *env) (sample, error)
 	cleanup  func()
@@ -96,6 +104,7 @@ func cases(cfg *config) []*bcase {
 		case wDurable:
 			cs = append(cs,
 				walAppendCase("wal fsync per Write", 1, true, cfg.durableN, cfg.durableT),
+				walAppendCase(walBatch64Sync, 64, true, cfg.durableN, cfg.durableT),
 				storeDurableCase("brokercore SyncGroup, 1 producer", "jetstream SyncAlways, 1 publisher", 1, cfg.durableN, cfg.durableT),
 				storeDurableCase("brokercore SyncGroup, 16 producers", "jetstream SyncAlways, 16 publishers", 16, cfg.durableN, cfg.durableT),
 				storeDurableCase("brokercore SyncGroup, 64 producers", "jetstream SyncAlways, 64 publishers", 64, cfg.durableN, cfg.durableT),
@@ -121,9 +130,12 @@ func cases(cfg *config) []*bcase {
 			cs = timerCases(cfg)
 		case wPop:
 			cs = popCases(cfg)
+		case wQueues:
+			cs = queueCases(cfg)
 		}
 		for _, c := range cs {
 			c.workload = w
+			c.timeRow = c.timeRow || w == wReopen
 		}
 		all = append(all, cs...)
 	}

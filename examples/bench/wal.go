@@ -12,6 +12,10 @@ import (
 // roll segments (and fsync them on roll) at the same byte counts.
 const walSegmentSize = 16 << 20
 
+// walBatch64Sync is the reference of group commit at 64 producers: one
+// writer doing WriteBatch of 64 and wal's fsync in a loop.
+const walBatch64Sync = "wal WriteBatch(64) + fsync"
+
 // walAppendCase is raw tidwall/wal: one writer, Write of one entry (batch 1)
 // or WriteBatch of batch entries, with wal's own fsync per write when sync.
 // It is the ceiling: no checksums, no index, no offsets, no atomic batches.

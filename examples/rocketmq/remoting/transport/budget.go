@@ -15,14 +15,12 @@ import (
 // Memory of the read side. A frame's buffer starts at frameChunk bytes (or
 // its size, when smaller) and doubles as its bytes arrive, each growth
 // reserved from the connection's and the server's read budgets first: what
-// a frame costs follows what the client sent, not what it announced. An
-// idle connection holds smallReadBuf bytes of read buffer; a burst of
-// input borrows a bigReadBuf buffer from a pool and gives it back once the
-// burst is consumed.
+// a frame costs follows what the client sent, not what it announced. A
+// connection reads into a bigReadBuf buffer borrowed from a pool while it
+// has input buffered; one waiting for input over a socket holds none.
 const (
-	frameChunk   = 64 << 10
-	smallReadBuf = 1 << 10
-	bigReadBuf   = 64 << 10
+	frameChunk = 64 << 10
+	bigReadBuf = 64 << 10
 )
 
 // ErrReadBudget ends a connection that waited longer than its idle
@@ -92,78 +90,58 @@ func (b *budget) wait(n int64, done <-chan struct{}, timeout <-chan time.Time) b
 
 var bigBufs = sync.Pool{New: func() any { b := make([]byte, bigReadBuf); return &b }}
 
-// connReader is the read loop's buffered reader over src (flushReader).
-// Over a socket (raw not nil) it keeps a small buffer of its own while
-// idle and borrows a big pooled one during a burst: a read that filled its
-// buffer is followed by a read that does not wait (nonblockingReader), so a burst is
-// read whole before src flushes the answers, as one big read would. Over
-// anything else (a pipe) it reads into a big buffer throughout.
+// connReader is the read loop's buffered reader. Over a socket (sock not
+// nil) every read takes whatever is ready, up to bigReadBuf bytes, in one
+// system call, into a buffer borrowed from a pool; when nothing is ready
+// the buffer goes back before the wait, so an idle connection holds none.
+// Before each read it serves the gathered batch and writes out the
+// answers so far (as flushReader does). Over anything else (a pipe) it
+// reads from src, a flushReader, into a borrowed buffer throughout.
 type connReader struct {
-	c     *Conn
-	src   io.Reader
-	raw   *nonblockingReader
-	small []byte
-	big   *[]byte
-	buf   []byte
-	r, w  int
-	full  bool // the last read filled what it was given: more may be ready
+	c    *Conn
+	src  io.Reader
+	sock *socketReader
+	big  *[]byte // the borrowed buffer, nil when none is
+	buf  []byte
+	r, w int
 }
 
 func newConnReader(c *Conn, src io.Reader) *connReader {
-	cr := &connReader{c: c, src: src, raw: rawOf(c.nc)}
-	if cr.raw != nil {
-		cr.small = make([]byte, smallReadBuf)
-		cr.buf = cr.small
-	} else {
-		cr.big = bigBufs.Get().(*[]byte)
-		cr.buf = *cr.big
+	cr := &connReader{c: c, src: src}
+	if cr.sock = socketOf(c.nc, cr); cr.sock == nil {
+		cr.borrow()
 	}
 	return cr
 }
 
-// fill reads more input: into the small buffer when nothing is buffered
-// (the pooled one goes back), into a big one when the small one is full.
+// borrow returns the big buffer, borrowing it first if needed.
+func (cr *connReader) borrow() []byte {
+	if cr.big == nil {
+		cr.big = bigBufs.Get().(*[]byte)
+		cr.buf = *cr.big
+	}
+	return cr.buf
+}
+
+// giveBack returns the big buffer to the pool; nothing may be buffered.
+func (cr *connReader) giveBack() {
+	if cr.big != nil {
+		bigBufs.Put(cr.big)
+		cr.big, cr.buf = nil, nil
+	}
+}
+
+// fill reads more input into the buffer; callers consumed what was in it.
 func (cr *connReader) fill() error {
-	if cr.r > 0 {
-		copy(cr.buf, cr.buf[cr.r:cr.w])
-		cr.w -= cr.r
-		cr.r = 0
+	cr.r, cr.w = 0, 0
+	var n int
+	var err error
+	if cr.sock == nil {
+		n, err = cr.src.Read(cr.buf)
+	} else {
+		n, err = cr.readSock(nil)
 	}
-	if cr.raw != nil {
-		if cr.w == 0 && cr.big != nil {
-			// Between two reads of a busy connection: what is ready goes
-			// into the big buffer (the answers so far written first, as
-			// before any read); when nothing is, the buffer goes back and
-			// the wait is on the small one.
-			cr.c.serveBatch()
-			cr.c.flushInline()
-			if n := cr.raw.read(cr.buf); n > 0 {
-				cr.full = n == len(cr.buf)
-				cr.w = n
-				cr.c.touch()
-				return nil
-			}
-			bigBufs.Put(cr.big)
-			cr.big, cr.buf = nil, cr.small
-		} else {
-			if cr.w == len(cr.buf) && cr.big == nil {
-				cr.big = bigBufs.Get().(*[]byte)
-				copy(*cr.big, cr.buf[:cr.w])
-				cr.buf = *cr.big
-			}
-			if cr.full {
-				if n := cr.raw.read(cr.buf[cr.w:]); n > 0 {
-					cr.full = n == len(cr.buf)-cr.w
-					cr.w += n
-					cr.c.touch()
-					return nil
-				}
-			}
-		}
-	}
-	n, err := cr.src.Read(cr.buf[cr.w:])
-	cr.full = n == len(cr.buf)-cr.w
-	cr.w += n
+	cr.w = n
 	if n > 0 {
 		return nil
 	}
@@ -173,15 +151,30 @@ func (cr *connReader) fill() error {
 	return err
 }
 
+// readSock serves the gathered batch, writes out the answers so far, then
+// reads from the socket into p (nil: the borrowed buffer), waiting for
+// input when none is ready.
+func (cr *connReader) readSock(p []byte) (int, error) {
+	cr.c.serveBatch()
+	cr.c.flushInline()
+	n, err := cr.sock.read(p)
+	if n > 0 {
+		cr.c.touch()
+	}
+	return n, err
+}
+
 // read reads into p: what is buffered, else (for a large p) straight from
-// src, else through the buffer.
+// the connection, else through the buffer.
 func (cr *connReader) read(p []byte) (int, error) {
 	if cr.r == cr.w {
 		if len(p) >= bigReadBuf {
 			cr.r, cr.w = 0, 0
-			n, err := cr.src.Read(p)
-			cr.full = false
-			return n, err
+			if cr.sock == nil {
+				return cr.src.Read(p)
+			}
+			cr.giveBack()
+			return cr.readSock(p)
 		}
 		if err := cr.fill(); err != nil {
 			return 0, err
@@ -206,13 +199,10 @@ func (cr *connReader) readFull(p []byte) error {
 	return nil
 }
 
-// release gives the pooled buffer back (the connection ended).
+// release gives the borrowed buffer back (the connection ended).
 func (cr *connReader) release() {
-	if cr.big != nil {
-		bigBufs.Put(cr.big)
-		cr.big = nil
-	}
-	cr.buf, cr.small = nil, nil
+	cr.giveBack()
+	cr.r, cr.w = 0, 0
 }
 
 // reserve takes n bytes of read budget for c: the connection's, then the
