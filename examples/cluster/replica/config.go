@@ -88,6 +88,10 @@ type Config struct {
 	// 16 MiB ones make a few of 10–40 ms each (BenchmarkProduceTrace's
 	// stall-ms); more segments mean more files the store keeps open.
 	StoreSegmentSize int
+	// KeyProperties names message properties the local store's key index
+	// indexes besides Keys (store.Options.KeyProperties): a RocketMQ host
+	// passes "UNIQ_KEY" so that messages are found by their id.
+	KeyProperties []string
 
 	ApplyTimeout      time.Duration
 	HeartbeatTimeout  time.Duration

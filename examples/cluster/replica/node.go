@@ -117,10 +117,11 @@ func Open(cfg Config) (*Node, error) {
 		// raft's log is fsynced before an entry commits and is replayed
 		// after a crash, so the store need not fsync every append; a
 		// snapshot fsyncs it before raft drops the entries it covers.
-		Sync:        store.SyncNone,
-		SegmentSize: cfg.StoreSegmentSize,
-		Now:         n.fsm.now,
-		Logger:      n.log,
+		Sync:          store.SyncNone,
+		SegmentSize:   cfg.StoreSegmentSize,
+		KeyProperties: cfg.KeyProperties,
+		Now:           n.fsm.now,
+		Logger:        n.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)

@@ -203,7 +203,8 @@ func (s *Server) open() (err error) {
 	cfg := s.cfg
 	rc := replica.Config{ID: cfg.ID, Dir: filepath.Join(cfg.Dir, "replica"), RaftAddr: cfg.RaftAddr,
 		Addr: s.brAddr, Transport: cfg.Transport, Levels: cfg.DelayLevels, Logger: cfg.Logger,
-		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout}
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
+		KeyProperties: []string{"UNIQ_KEY"}} // the message id, for QUERY_MESSAGE by unique key
 	if cfg.Bootstrap {
 		rc.BootstrapAddrs = map[string]string{}
 		for _, p := range cfg.Peers {
