@@ -45,7 +45,9 @@
 //
 // The check scan costs O(open transactions): open transactions sit in a
 // heap by due time in memory (their group, due time and check count, not
-// their bodies); the half is read back only to be checked or resolved.
+// their bodies); the half is read back only to be checked or resolved, and
+// not even then while it is among the last halves this Manager prepared
+// (up to 4096 of them, 16 MiB, kept until their transaction's next append).
 //
 // # Concurrency
 //

@@ -72,6 +72,7 @@ type Manager struct {
 	settleMu sync.Mutex // one settling of uncertain transactions at a time
 
 	async    sync.WaitGroup // EndAsync's appends in flight; Close waits
+	recent   recent         // halves prepared here, not yet resolved
 	asyncSem chan struct{}  // bounds them
 
 	drv       driver
@@ -125,6 +126,7 @@ func (m *Manager) Prepare(msg *store.Message, group string) (*store.Message, err
 	if err := m.log.Append(h); err != nil {
 		return nil, fmt.Errorf("txn: prepare: %w", err)
 	}
+	m.recent.add(h)
 	m.ingestOwn([]*store.Message{h})
 	m.lg.Debug("prepared", "id", h.QueueOffset, "group", group, "topic", msg.Topic, "queue", msg.QueueID)
 	return h, nil
@@ -341,6 +343,9 @@ func (m *Manager) settleUncertain() (int, error) {
 // readHalf reads the half of busy transaction id; on an error the entry is
 // no longer busy (or gone, when the log no longer has it).
 func (m *Manager) readHalf(id int64) (*store.Message, error) {
+	if h := m.recent.get(id); h != nil {
+		return h, nil
+	}
 	msgs, err := m.log.Read(HalfTopic, 0, id, 1)
 	if err == nil && (len(msgs) == 0 || msgs[0].QueueOffset != id) {
 		err = store.ErrOffsetTooSmall // a damaged record stepped over, or retention: gone
@@ -377,6 +382,7 @@ func (m *Manager) append(batch []*store.Message, ids ...int64) error {
 		m.lg.Error("transaction append failed", "ids", ids, "uncertain", unsure, "err", err)
 		return err
 	}
+	m.recent.remove(ids)
 	m.ingestOwn(batch)
 	return nil
 }
