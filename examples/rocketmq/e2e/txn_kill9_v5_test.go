@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,25 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/brokercore/brokercore"
-	"github.com/brokercore/brokercore/examples/rocketmq/rmqtest"
-	"github.com/brokercore/brokercore/examples/rocketmq/server"
 	"github.com/brokercore/brokercore/store"
 	"github.com/brokercore/brokercore/txn"
 )
-
-// childGRPCBroker is childBroker with the gRPC listener (RocketMQ 5
-// clients) on E2E_GRPC, as rmqtest starts it.
-func childGRPCBroker() int {
-	return serveChild(func() (func() error, error) {
-		b, err := rmqtest.New(server.Config{Dir: os.Getenv("E2E_DIR"), NameSrvAddr: os.Getenv("E2E_NS"),
-			BrokerAddr: os.Getenv("E2E_BR"), GRPCAddr: os.Getenv("E2E_GRPC"), MetricsAddr: "-",
-			Core: brokercore.Options{Txn: childTxnOptions()}})
-		if err != nil {
-			return nil, err
-		}
-		return b.Close, nil
-	})
-}
 
 // A kill -9 loop of the broker under the RocketMQ 5 producer's
 // transactions: even bodies are committed, odd ones rolled back (by the
