@@ -188,18 +188,13 @@ func (m *Manager) EndAsync(id int64, r Resolution, src Source, verify func(*stor
 		}
 		return err
 	}
-	select {
-	case m.asyncSem <- struct{}{}:
-	default:
-		err := m.finish(id, r, src, h, batch) // all slots busy: the caller waits, as End's would
+	if !m.startAsync() { // all slots busy, or closing: the caller waits, as End's would
+		err := m.finish(id, r, src, h, batch)
 		if done != nil {
 			done(err)
 		}
 		return nil
 	}
-	m.mu.Lock()
-	m.async.Add(1) // under mu, before Close (which sets closed under mu) waits
-	m.mu.Unlock()
 	go func() {
 		defer m.async.Done()
 		err := m.finish(id, r, src, h, batch)
@@ -209,6 +204,25 @@ func (m *Manager) EndAsync(id int64, r Resolution, src Source, verify func(*stor
 		}
 	}()
 	return nil
+}
+
+// startAsync takes a slot for an EndAsync goroutine and counts it for
+// Close, unless every slot is taken or Close has begun (its Wait must not
+// race an Add).
+func (m *Manager) startAsync() bool {
+	select {
+	case m.asyncSem <- struct{}{}:
+	default:
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		<-m.asyncSem
+		return false
+	}
+	m.async.Add(1)
+	return true
 }
 
 // maxAsyncEnds bounds EndAsync's appends in flight.
