@@ -27,14 +27,22 @@ cp "$mod/go.sum" go.sum
 (cd "$mod" && go build -o "$work/mqadmin" ./cmd/mqadmin && go build -o "$work/broker" .)
 mkdir -p "$work/rocketmq-admintools/bin"
 printf '#!/bin/sh\nexec %s "$@"\n' "$work/mqadmin" > "$work/rocketmq-admintools/bin/mqadmin"
-read -r ns br gr mt < <(python3 -c '
+# Free loopback ports, the broker on them; again if another process took one
+# between the pick and the bind.
+for try in 1 2 3; do
+	read -r ns br gr mt < <(python3 -c '
 import socket
 ss = [socket.socket() for _ in range(4)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])')
-"$work/broker" -data "$work/data" -namesrv-addr "127.0.0.1:$ns" -broker-addr "127.0.0.1:$br" \
-	-grpc-addr "127.0.0.1:$gr" -metrics-addr "127.0.0.1:$mt" -log-level warn &
-pid=$!
-for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$gr") 2>/dev/null && break; sleep 0.1; done
+	"$work/broker" -data "$work/data" -namesrv-addr "127.0.0.1:$ns" -broker-addr "127.0.0.1:$br" \
+		-grpc-addr "127.0.0.1:$gr" -metrics-addr "127.0.0.1:$mt" -log-level warn &
+	pid=$!
+	until (echo > "/dev/tcp/127.0.0.1/$gr") 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 0.1; done
+	kill -0 $pid 2>/dev/null && break
+	wait $pid || true
+	pid=
+done
+[ -n "$pid" ] || { echo "apache-suite.sh: the broker did not start" >&2; exit 1; }
 GRPC_ENDPOINT="127.0.0.1:$gr" NAMESERVER="127.0.0.1:$ns" CLUSTER_NAME=DefaultCluster GOFLAGS=-mod=mod \
 	go test ./mqgotest/... -count=1 -timeout 3m -v
