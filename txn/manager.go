@@ -248,7 +248,7 @@ func (m *Manager) begin(id int64, r Resolution, src Source, verify func(*store.M
 			if !open {
 				return nil, nil, fmt.Errorf("txn: %d: %w", id, ErrNotFound)
 			}
-			m.lg.Info("transaction left open", "id", id, "source", src)
+			m.lg.Debug("transaction left open", "id", id, "source", src)
 			return nil, nil, nil
 		}
 		act, err := m.c.begin(id, r)
@@ -311,7 +311,7 @@ func (m *Manager) finish(id int64, r Resolution, src Source, h *store.Message, b
 	if err := m.append(batch, id); err != nil {
 		return fmt.Errorf("txn: %s %d: %w", r, id, err)
 	}
-	m.lg.Info("transaction resolved", "id", id, "resolution", r, "source", src,
+	m.lg.Debug("transaction resolved", "id", id, "resolution", r, "source", src,
 		"group", h.Properties[PropProducerGroup], "topic", batch[0].Topic, "queue", batch[0].QueueID)
 	return nil
 }
