@@ -72,8 +72,8 @@ type Manager struct {
 	settleMu sync.Mutex // one settling of uncertain transactions at a time
 
 	async    sync.WaitGroup // EndAsync's appends in flight; Close waits
-	recent   recent         // halves prepared here, not yet resolved
 	asyncSem chan struct{}  // bounds them
+	recent   recent         // halves prepared here, not yet resolved
 
 	drv       driver
 	closeOnce sync.Once
@@ -177,9 +177,9 @@ func (m *Manager) EndVerified(id int64, r Resolution, src Source, verify func(*s
 // are one batch, the transaction stays busy (a repeated or opposite
 // resolution waits for it) until the append ends, and should the process
 // die before the batch is durable the transaction is open after the
-// restart and its check-back asks the producer again. At most
-// maxAsyncEnds appends run at once; past that EndAsync appends before it
-// returns. Close waits for them.
+// restart and its check-back asks the producer again. At most 256 such
+// appends run at once; past that EndAsync appends before it returns. Close
+// waits for them.
 func (m *Manager) EndAsync(id int64, r Resolution, src Source, verify func(*store.Message) error, done func(error)) error {
 	batch, h, err := m.begin(id, r, src, verify)
 	if err != nil || batch == nil {

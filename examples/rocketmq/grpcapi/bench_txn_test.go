@@ -21,7 +21,8 @@ import (
 // with the floor of a transaction's two round trips: a normal Send followed
 // by a unary RPC the broker answers without touching the store (an
 // EndTransaction of an id it never issued, on a second connection). All
-// report msgs/s; run them alternated:
+// report msgs/s (and the store's fsyncs per operation); run them
+// alternated:
 //
 //	go test -run '^$' -bench GRPCTransaction16 -benchtime 4000x -count 5 ./grpcapi/
 //
@@ -73,6 +74,8 @@ func BenchmarkGRPCTransaction16(b *testing.B) {
 				work <- struct{}{}
 			}
 			close(work)
+			st := br.Server.Core().Store()
+			syncs := st.Stats().Syncs
 			b.ResetTimer()
 			start := time.Now()
 			var wg sync.WaitGroup
@@ -90,6 +93,7 @@ func BenchmarkGRPCTransaction16(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+			b.ReportMetric(float64(st.Stats().Syncs-syncs)/float64(b.N), "fsyncs/op")
 		})
 	}
 }
