@@ -26,9 +26,12 @@
 //     round robin, FIFO ones to queue hash(message_group) mod queues, DELAY
 //     ones to the scheduler's timers (schedule.Scheduler.At). Bad input gets
 //     the protocol's code and a message, and nothing is stored.
-//     Transactional messages are answered NOT_IMPLEMENTED, and so is
-//     EndTransaction. A DELAY message's entry carries Apache 5.3's recall
-//     handle (base64url of "v1 topic broker timestamp id").
+//     A TRANSACTION message is stored as a half message (txn.Manager; its
+//     group is its topic, as in Apache's proxy); EndTransaction answers once
+//     the commit or rollback is decided (txn.Manager.EndAsync: Apache's proxy
+//     forwards it oneway), and an open transaction is checked back over a
+//     producer's Telemetry stream. A DELAY message's entry carries Apache
+//     5.3's recall handle (base64url of "v1 topic broker timestamp id").
 //   - Priority (RocketMQ 5.4) and lite-topic (5.5) messages are not
 //     supported: routes never list them among the accepted types (the
 //     stock producer refuses such a send itself), a send of one is
