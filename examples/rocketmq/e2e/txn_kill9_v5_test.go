@@ -112,18 +112,20 @@ func TestV5Kill9DuringTransactionsCommitsExactlyOnceAndNeverARollback(t *testing
 		defer mu.Unlock()
 		return len(acked)
 	}
-	for k := 0; k < kills; k++ {
-		// at least some load on this broker, then a random moment of it
-		for start := ackedNow(); ackedNow() < start+5; {
+	waitAcked := func(n int) { // n more sends acknowledged by this broker
+		deadline := time.Now().Add(2 * time.Minute)
+		for start := ackedNow(); ackedNow() < start+n; {
+			require.True(t, time.Now().Before(deadline), "no transactional send acknowledged by the restarted broker")
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+	for k := 0; k < kills; k++ {
+		waitAcked(5) // at least some load on this broker, then a random moment of it
 		time.Sleep(time.Duration(rand.N(800)) * time.Millisecond)
 		broker.kill()
 		broker = startChild(t, "grpcbroker", env...)
 	}
-	for start := ackedNow(); ackedNow() < start+20; { // the last broker takes load too
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitAcked(20) // the last broker takes load too
 	close(stop)
 	wg.Wait()
 
@@ -212,8 +214,8 @@ func v5ReceiveSome(t testing.TB, c rmq.SimpleConsumer) []string {
 	defer cancel()
 	mvs, err := c.Receive(ctx, 32, 20*time.Second)
 	var rs *rmq.ErrRpcStatus
-	if errors.As(err, &rs) && rs.Code == 40401 { // MESSAGE_NOT_FOUND
-		return nil
+	if errors.As(err, &rs) && rs.Code == 40401 || errors.Is(err, context.DeadlineExceeded) {
+		return nil // MESSAGE_NOT_FOUND, or a loaded machine's slow answer: the caller receives again
 	}
 	require.NoError(t, err)
 	var out []string
