@@ -13,8 +13,9 @@ import (
 //
 // Invariants: every id in pending is a half seen by c.half with no closing
 // op record ingested; an entry is in the heap exactly when no append about
-// it is in flight (busy false), and an uncertain entry stays busy until a
-// restart; outcome holds at most remember closed ids.
+// it is in flight (busy false), and an uncertain entry stays busy until the
+// log settles it (settle, or an op record about it ingested); outcome holds
+// at most remember closed ids.
 type core struct {
 	timeout, interval time.Duration
 	checkMax          int
@@ -40,8 +41,16 @@ type entry struct {
 	checks  int
 	opFloor int64
 	busy    bool
-	unsure  bool // its last resolution may or may not have landed
-	idx     int  // in the heap; -1 when out of it
+	unsure  bool   // its last append may or may not have landed
+	gen     uint64 // how many appends about it failed uncertainly
+	idx     int    // in the heap; -1 when out of it
+}
+
+// unsureRef names an uncertain entry as it was when a settling began: an
+// entry that failed again since is not settled by it.
+type unsureRef struct {
+	id  int64
+	gen uint64
 }
 
 type closedID struct {
@@ -179,6 +188,7 @@ func (c *core) applyOp(id int64, k opKind, at time.Time) {
 		e.checks++
 		e.at = at.Add(c.interval)
 		c.stats.ChecksSent++
+		c.sure(e)
 		c.unbusy(e)
 		return
 	}
@@ -245,18 +255,57 @@ func (c *core) begin(id int64, r Resolution) (action, error) {
 
 // abort ends an append about id that failed; uncertain says it may have
 // landed, so the entry stays busy (no check, no discard, no resolution)
-// until the log is read again.
+// until the log settles it.
 func (c *core) abort(id int64, uncertain bool) {
 	e, ok := c.pending[id]
 	if !ok {
 		return
 	}
 	if uncertain {
-		e.unsure = true
-		c.uncertain++
+		if !e.unsure {
+			e.unsure = true
+			c.uncertain++
+		}
+		e.gen++
 		return
 	}
 	c.unbusy(e)
+}
+
+// unsureRefs names the uncertain entries. O(pending).
+func (c *core) unsureRefs() []unsureRef {
+	if c.uncertain == 0 {
+		return nil
+	}
+	var out []unsureRef
+	for id, e := range c.pending {
+		if e.unsure {
+			out = append(out, unsureRef{id, e.gen})
+		}
+	}
+	return out
+}
+
+// settle ends the uncertainty of r once the log was read past every record
+// its failed append could have left, and none was found: the append never
+// landed, so the transaction is open again (due as it was). It reports
+// whether r was still uncertain as named.
+func (c *core) settle(r unsureRef) bool {
+	e, ok := c.pending[r.id]
+	if !ok || !e.unsure || e.gen != r.gen {
+		return false
+	}
+	c.sure(e)
+	c.unbusy(e)
+	return true
+}
+
+// sure clears e's uncertainty.
+func (c *core) sure(e *entry) {
+	if e.unsure {
+		e.unsure = false
+		c.uncertain--
+	}
 }
 
 func (c *core) busy(e *entry) {

@@ -15,13 +15,17 @@ type modelTxn struct {
 	outcome Resolution
 	checks  int
 	due     time.Time
+	unsure  *opKind // an append of this op failed uncertainly; nil: none
+	landed  bool    // and it did land
 }
 
 // TestCoreMatchesModel drives the deterministic core with random prepares,
-// clock moves, check rounds (whose appends succeed or fail) and
-// resolutions, against a plain model: checks are due exactly when the
-// model says, in due order, at most CheckMax per transaction, then a
-// discard; resolutions answer as the model says.
+// clock moves, check rounds (whose appends succeed, fail, or fail
+// uncertainly, landed or not) and resolutions, and settlings of the
+// uncertain ones as the log read after a probe decides them, against a
+// plain model: checks are due exactly when the model says, in due order,
+// at most CheckMax per transaction, then a discard, never for an uncertain
+// one; resolutions answer as the model says (ErrUncertain while unsure).
 func TestCoreMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		o, _ := Options{TransactionTimeout: 6 * time.Second, CheckInterval: time.Minute, CheckMax: 3, Remember: 1 << 20}.withDefaults()
@@ -48,7 +52,7 @@ func TestCoreMatchesModel(t *testing.T) {
 				max := rapid.IntRange(1, 4).Draw(t, "max")
 				var want []int64
 				for id, m := range model {
-					if m.open && !m.due.After(now) {
+					if m.open && m.unsure == nil && !m.due.After(now) {
 						want = append(want, id)
 					}
 				}
@@ -68,8 +72,17 @@ func TestCoreMatchesModel(t *testing.T) {
 					if d.id != want[i] || d.checks != m.checks || d.discard != (m.checks >= o.CheckMax) {
 						t.Fatalf("check %d: %+v, model %v %+v", i, d, want[i], *m)
 					}
-					if rapid.Bool().Draw(t, "append fails") {
+					k := opCheck
+					if d.discard {
+						k = opDiscard
+					}
+					switch rapid.IntRange(0, 3).Draw(t, "check append") {
+					case 1:
 						c.abort(d.id, false)
+						continue
+					case 2:
+						c.abort(d.id, true)
+						m.unsure, m.landed = &k, rapid.Bool().Draw(t, "landed")
 						continue
 					}
 					if d.discard {
@@ -95,17 +108,26 @@ func TestCoreMatchesModel(t *testing.T) {
 					if !errors.Is(err, ErrNotFound) {
 						t.Fatalf("unknown %d: %v", id, err)
 					}
+				case m.open && m.unsure != nil:
+					if !errors.Is(err, ErrUncertain) {
+						t.Fatalf("uncertain %d: %v %v", id, act, err)
+					}
 				case m.open:
 					if err != nil || act != actAppend {
 						t.Fatalf("open %d: %v %v", id, act, err)
 					}
-					if rapid.Bool().Draw(t, "append fails") {
-						c.abort(id, false)
-						return
-					}
 					k := opCommit
 					if r == Rollback {
 						k = opRollback
+					}
+					switch rapid.IntRange(0, 3).Draw(t, "end append") {
+					case 1:
+						c.abort(id, false)
+						return
+					case 2:
+						c.abort(id, true)
+						m.unsure, m.landed = &k, rapid.Bool().Draw(t, "landed")
+						return
 					}
 					c.applyOp(id, k, now)
 					m.open, m.outcome = false, r
@@ -119,6 +141,38 @@ func TestCoreMatchesModel(t *testing.T) {
 					}
 				}
 			},
+			"settle": func(t *rapid.T) {
+				// A probe succeeded and the log was read: records that
+				// landed are ingested, then the rest is settled.
+				refs := c.unsureRefs()
+				if len(refs) != countUnsure(model) {
+					t.Fatalf("%d uncertain, model %d", len(refs), countUnsure(model))
+				}
+				for _, r := range refs {
+					m := model[r.id]
+					if m.landed {
+						c.applyOp(r.id, *m.unsure, now)
+					}
+				}
+				for _, r := range refs {
+					m := model[r.id]
+					settled := c.settle(r)
+					if settled == m.landed {
+						t.Fatalf("settle %d: %v, landed %v", r.id, settled, m.landed)
+					}
+					switch {
+					case !m.landed:
+					case *m.unsure == opCheck:
+						m.checks++
+						m.due = now.Add(o.CheckInterval)
+					case *m.unsure == opDiscard:
+						m.open, m.outcome = false, Rollback
+					default:
+						m.open, m.outcome = false, (*m.unsure).outcome()
+					}
+					m.unsure = nil
+				}
+			},
 			"": func(t *rapid.T) {
 				open := 0
 				for _, m := range model {
@@ -129,10 +183,21 @@ func TestCoreMatchesModel(t *testing.T) {
 						}
 					}
 				}
-				if len(c.pending) != open || c.due.Len() != open {
-					t.Fatalf("pending %d heap %d model %d", len(c.pending), c.due.Len(), open)
+				unsure := countUnsure(model)
+				if len(c.pending) != open || c.due.Len() != open-unsure || c.uncertain != unsure {
+					t.Fatalf("pending %d heap %d uncertain %d, model %d open %d uncertain", len(c.pending), c.due.Len(), c.uncertain, open, unsure)
 				}
 			},
 		})
 	})
+}
+
+func countUnsure(model map[int64]*modelTxn) int {
+	n := 0
+	for _, m := range model {
+		if m.open && m.unsure != nil {
+			n++
+		}
+	}
+	return n
 }

@@ -64,8 +64,8 @@ func deliveredOnce(t *testing.T, r *rig, ids []int64, want func(int64) Resolutio
 }
 
 // TestCommitIsExactlyOnceWhateverMomentTheBrokerIsKilled takes crash
-// images while producers prepare, commit and roll back and the manager
-// checks: each image, opened and finished, has every committed message
+// images while producers prepare, commit and roll back (End, or EndAsync,
+// answered before its records are durable) and the manager checks: each image, opened and finished, has every committed message
 // exactly once and no rolled-back one.
 func TestCommitIsExactlyOnceWhateverMomentTheBrokerIsKilled(t *testing.T) {
 	images := 6
@@ -100,9 +100,12 @@ func TestCommitIsExactlyOnceWhateverMomentTheBrokerIsKilled(t *testing.T) {
 					mu.Lock()
 					ids = append(ids, id)
 					mu.Unlock()
-					if i%3 != 2 { // every third one is left to the checks
+					switch i % 3 {
+					case 0:
 						_ = r.m.End(id, want(id), FromClient)
-					}
+					case 1: // answered before its records are durable
+						_ = r.m.EndAsync(id, want(id), FromClient, nil, nil)
+					} // every third one is left to the checks
 				}
 			}()
 		}
@@ -135,56 +138,6 @@ func TestCommitIsExactlyOnceWhateverMomentTheBrokerIsKilled(t *testing.T) {
 		r.open(dir)
 		deliveredOnce(t, r, all, want)
 	}
-}
-
-// TestCommitKilledBetweenStoreAndReplyIsNotRepeated: the batch landed but
-// the commit's caller saw an error (a kill between the fsync and the
-// answer, or a store failure): a retry in the same process is refused as
-// uncertain, and after a restart the transaction is committed, once.
-func TestCommitKilledBetweenStoreAndReplyIsNotRepeated(t *testing.T) {
-	r := newRig(t, Options{})
-	id := r.prepare("orders", "a")
-	fl := &faultLog{Log: r.log}
-	m, err := New(fl, r.opts)
-	require.NoError(t, err)
-	defer m.Close()
-	fl.failNext(true)
-	require.ErrorIs(t, m.Commit(id), errKilled)
-	assert.ErrorIs(t, m.Commit(id), ErrUncertain)
-	assert.ErrorIs(t, m.Rollback(id), ErrUncertain)
-	assert.Equal(t, 1, m.Stats().Uncertain)
-	r.clk.Advance(time.Hour)
-	n, _ := m.CheckNow()
-	assert.Zero(t, n, "an uncertain transaction is neither checked nor rolled back")
-
-	m2, err := New(r.log, r.opts)
-	require.NoError(t, err)
-	defer m2.Close()
-	assert.False(t, m2.Pending(id))
-	assert.NoError(t, m2.Commit(id))
-	assert.Equal(t, []string{"a"}, r.delivered("orders"))
-}
-
-// TestCommitThatFailedBeforeTheStoreCanBeRetried: nothing landed, so a
-// retry commits, once.
-func TestCommitThatFailedBeforeTheStoreCanBeRetried(t *testing.T) {
-	r := newRig(t, Options{})
-	id := r.prepare("orders", "a")
-	fl := &faultLog{Log: r.log}
-	m, err := New(fl, r.opts)
-	require.NoError(t, err)
-	defer m.Close()
-	fl.failNext(false)
-	require.Error(t, m.Commit(id))
-	// errKilled is not store.ErrInvalid: the manager cannot know nothing
-	// landed, so it must refuse to guess.
-	assert.ErrorIs(t, m.Commit(id), ErrUncertain)
-	m2, err := New(r.log, r.opts)
-	require.NoError(t, err)
-	defer m2.Close()
-	require.NoError(t, m2.Commit(id))
-	require.NoError(t, m2.Commit(id))
-	assert.Equal(t, []string{"a"}, r.delivered("orders"))
 }
 
 // TestConcurrentCommitsOfOneTransactionAppendOnce: the client's commit and

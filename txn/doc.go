@@ -32,16 +32,28 @@
 // producer commits again or is checked) or closed with its message. Within
 // one process a commit or rollback that arrives twice has the effect of one
 // (the second answers nil), and the opposite resolution of a closed
-// transaction is refused with ErrAlreadyResolved and logged.
+// transaction is refused with ErrAlreadyResolved and logged. EndAsync
+// answers once a resolution is decided, before its batch is durable (as
+// Apache's proxy forwards EndTransaction oneway): should the process die
+// first, the transaction is open after the restart and checked back.
+//
+// An append that failed in a way that may have landed leaves its
+// transaction uncertain (ErrUncertain: no check, no resolution) only while
+// the log keeps failing: a probe record that succeeds, then a read of the
+// log, settles it — closed as the log says, or open again — on a retried
+// End or at the driver's next tick.
 //
 // The check scan costs O(open transactions): open transactions sit in a
 // heap by due time in memory (their group, due time and check count, not
-// their bodies); the half is read back only to be checked or resolved.
+// their bodies); the half is read back only to be checked or resolved, and
+// not even then while it is among the last halves this Manager prepared
+// (up to 4096 of them, 16 MiB, kept until their transaction's next append).
 //
 // # Concurrency
 //
 // A Manager is safe for concurrent use. Start runs one driver goroutine that
 // sends due checks every Options.Tick and ingests half and op records other
-// writers appended (a host replaying a replicated log); Close stops it and
-// waits for it.
+// writers appended (a host replaying a replicated log); EndAsync runs each
+// append on a goroutine of its own (a bounded number). Close stops them all
+// and waits for them.
 package txn

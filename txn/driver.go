@@ -83,6 +83,11 @@ func (m *Manager) run(stop, wake chan struct{}) {
 			if err := m.catchUp(); err != nil {
 				m.lg.Error("catch-up read failed", "err", err)
 			}
+			if m.Stats().Uncertain > 0 {
+				if _, err := m.settleUncertain(); err != nil {
+					m.lg.Warn("uncertain transactions not settled: the log still fails", "err", err)
+				}
+			}
 			if _, err := m.CheckNow(); err != nil && !errors.Is(err, ErrClosed) {
 				m.lg.Error("check round failed", "err", err)
 			}
@@ -93,8 +98,8 @@ func (m *Manager) run(stop, wake chan struct{}) {
 	}
 }
 
-// Close stops the driver, waits for it, and writes the progress file a last
-// time. Every later call answers ErrClosed. The log is not closed. Close is
+// Close stops the driver, waits for it and for EndAsync's appends, and
+// writes the progress file a last time. Every later call answers ErrClosed. The log is not closed. Close is
 // idempotent.
 func (m *Manager) Close() error {
 	m.closeOnce.Do(func() { m.closeErr = m.close() })
@@ -115,6 +120,7 @@ func (m *Manager) close() error {
 		close(d.stop)
 		d.wg.Wait()
 	}
+	m.async.Wait()
 	err := m.saveProgress()
 	m.mu.Lock()
 	m.drv.wake = nil

@@ -23,10 +23,14 @@ var ErrNotFound = errors.New("txn: no such transaction")
 // rollback of a committed one. Nothing was changed.
 var ErrAlreadyResolved = errors.New("txn: transaction already resolved the other way")
 
-// ErrUncertain reports a transaction whose last resolution failed in the
-// store in a way that may or may not have landed; the Manager refuses to
-// guess until the log is read again (a restart).
-var ErrUncertain = errors.New("txn: outcome of an earlier resolution unknown until restart")
+// ErrUncertain reports a transaction whose last append failed in a way that
+// may or may not have landed, while the log still fails. The Manager never
+// guesses: it settles such a transaction as soon as an append of its own (a
+// probe record, on the next End of it or at the driver's next tick)
+// succeeds and the log read after it says whether the records landed. A
+// *store.Store that failed keeps failing until it is reopened, so there it
+// lasts until a restart.
+var ErrUncertain = errors.New("txn: outcome of an earlier append unknown while the log fails")
 
 // ErrClosed is the answer of every call after Close.
 var ErrClosed = errors.New("txn: closed")

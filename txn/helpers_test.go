@@ -140,12 +140,15 @@ func (c *recorder) reset() {
 
 // faultLog wraps a Log: failNext makes the next Append fail before writing
 // (lost false) or after writing (lost true: the batch landed, the answer
-// did not — a kill between the fsync and the reply).
+// did not — a kill between the fsync and the reply); down makes every
+// Append fail, writing nothing, until heal (a log that keeps failing).
 type faultLog struct {
 	Log
-	mu     sync.Mutex
-	fail   bool
-	landed bool
+	mu      sync.Mutex
+	fail    bool
+	landed  bool
+	down    bool
+	appends int // Appends tried
 }
 
 var errKilled = errors.New("killed")
@@ -156,11 +159,27 @@ func (f *faultLog) failNext(landed bool) {
 	f.mu.Unlock()
 }
 
+func (f *faultLog) setDown(down bool) {
+	f.mu.Lock()
+	f.down = down
+	f.mu.Unlock()
+}
+
+func (f *faultLog) tried() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.appends
+}
+
 func (f *faultLog) Append(msgs ...*store.Message) error {
 	f.mu.Lock()
-	fail, landed := f.fail, f.landed
+	fail, landed, down := f.fail, f.landed, f.down
 	f.fail = false
+	f.appends++
 	f.mu.Unlock()
+	if down {
+		return errKilled
+	}
 	if !fail {
 		return f.Log.Append(msgs...)
 	}

@@ -12,7 +12,12 @@ import (
 
 // Log is the storage a Manager writes and reads; *store.Store satisfies it.
 // Append of several messages must be all-or-nothing across a crash: the
-// exactly-once commit rests on it.
+// exactly-once commit rests on it. An Append that returned an error may
+// still have landed (its answer was lost); once a later Append, begun after
+// that error, returns nil, every record of the failed one that will ever be
+// in the log must be readable. The Manager settles such an uncertain
+// resolution on it without a restart (*store.Store keeps it trivially: a
+// failed write or fsync fails every later Append until it is reopened).
 type Log interface {
 	Append(msgs ...*store.Message) error
 	Read(topic string, queueID int, offset int64, max int) ([]*store.Message, error)
@@ -64,6 +69,11 @@ type Manager struct {
 	saved   *progress // the progress file's content, once written
 
 	ingestMu sync.Mutex // one catch-up read at a time
+	settleMu sync.Mutex // one settling of uncertain transactions at a time
+
+	async    sync.WaitGroup // EndAsync's appends in flight; Close waits
+	asyncSem chan struct{}  // bounds them
+	recent   recent         // halves prepared here, not yet resolved
 
 	drv       driver
 	closeOnce sync.Once
@@ -81,7 +91,7 @@ func New(log Log, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{log: log, opts: o, lg: o.Logger, checker: o.Checker}
+	m := &Manager{log: log, opts: o, lg: o.Logger, checker: o.Checker, asyncSem: make(chan struct{}, maxAsyncEnds)}
 	m.cond = sync.NewCond(&m.mu)
 	half, op := m.startFrom()
 	m.c = newCore(o, half, op)
@@ -116,6 +126,7 @@ func (m *Manager) Prepare(msg *store.Message, group string) (*store.Message, err
 	if err := m.log.Append(h); err != nil {
 		return nil, fmt.Errorf("txn: prepare: %w", err)
 	}
+	m.recent.add(h)
 	m.ingestOwn([]*store.Message{h})
 	m.lg.Debug("prepared", "id", h.QueueOffset, "group", group, "topic", msg.Topic, "queue", msg.QueueID)
 	return h, nil
@@ -143,51 +154,138 @@ func (m *Manager) End(id int64, r Resolution, src Source) error {
 // the producer names the half it means (its message id, its group) without
 // a second read of the log. verify is not called for a resolution that is
 // repeated or refused, nor for Unknown.
+//
+// A transaction whose last append failed uncertainly (it may have landed)
+// is settled first, by a probe of the log (see ErrUncertain); only a log
+// that still fails answers ErrUncertain.
 func (m *Manager) EndVerified(id int64, r Resolution, src Source, verify func(*store.Message) error) error {
-	if r != Commit && r != Rollback && r != Unknown {
-		return fmt.Errorf("%w: resolution %d", ErrInvalid, int(r))
+	batch, h, err := m.begin(id, r, src, verify)
+	if err != nil || batch == nil {
+		return err
 	}
+	return m.finish(id, r, src, h, batch)
+}
+
+// EndAsync is EndVerified that does not wait for the records to be in the
+// log: it returns once the resolution is decided and verified (an error
+// refuses it, as EndVerified's would) and the append runs on a goroutine of
+// the Manager, whose outcome goes to done (when not nil; nil for a
+// resolution that needed no append). It is what Apache RocketMQ's proxy
+// does with EndTransaction (it forwards it oneway), and what a v2
+// producer's oneway END_TRANSACTION gets: the producer learns only that the
+// broker took its resolution. Exactly once holds all the same: the records
+// are one batch, the transaction stays busy (a repeated or opposite
+// resolution waits for it) until the append ends, and should the process
+// die before the batch is durable the transaction is open after the
+// restart and its check-back asks the producer again. At most 256 such
+// appends run at once; past that EndAsync appends before it returns. Close
+// waits for them.
+func (m *Manager) EndAsync(id int64, r Resolution, src Source, verify func(*store.Message) error, done func(error)) error {
+	batch, h, err := m.begin(id, r, src, verify)
+	if err != nil || batch == nil {
+		if err == nil && done != nil {
+			done(nil)
+		}
+		return err
+	}
+	if !m.startAsync() { // all slots busy, or closing: the caller waits, as End's would
+		err := m.finish(id, r, src, h, batch)
+		if done != nil {
+			done(err)
+		}
+		return nil
+	}
+	go func() {
+		defer m.async.Done()
+		err := m.finish(id, r, src, h, batch)
+		<-m.asyncSem
+		if done != nil {
+			done(err)
+		}
+	}()
+	return nil
+}
+
+// startAsync takes a slot for an EndAsync goroutine and counts it for
+// Close, unless every slot is taken or Close has begun (its Wait must not
+// race an Add).
+func (m *Manager) startAsync() bool {
+	select {
+	case m.asyncSem <- struct{}{}:
+	default:
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		<-m.asyncSem
+		return false
+	}
+	m.async.Add(1)
+	return true
+}
+
+// maxAsyncEnds bounds EndAsync's appends in flight.
+const maxAsyncEnds = 256
+
+// begin decides resolution r of id. It answers the batch to append, the
+// half, and the transaction busy; or no batch and nil (nothing to append:
+// repeated, or Unknown) or an error (refused; nothing changed).
+func (m *Manager) begin(id int64, r Resolution, src Source, verify func(*store.Message) error) ([]*store.Message, *store.Message, error) {
+	if r != Commit && r != Rollback && r != Unknown {
+		return nil, nil, fmt.Errorf("%w: resolution %d", ErrInvalid, int(r))
+	}
+	settled := false
 	m.mu.Lock()
 	for {
 		if m.closed {
 			m.mu.Unlock()
-			return ErrClosed
+			return nil, nil, ErrClosed
 		}
 		if r == Unknown {
 			_, open := m.c.pending[id]
 			m.mu.Unlock()
 			if !open {
-				return fmt.Errorf("txn: %d: %w", id, ErrNotFound)
+				return nil, nil, fmt.Errorf("txn: %d: %w", id, ErrNotFound)
 			}
-			m.lg.Info("transaction left open", "id", id, "source", src)
-			return nil
+			m.lg.Debug("transaction left open", "id", id, "source", src)
+			return nil, nil, nil
 		}
 		act, err := m.c.begin(id, r)
 		switch {
+		case errors.Is(err, ErrUncertain) && !settled:
+			settled = true
+			m.mu.Unlock()
+			if _, serr := m.settleUncertain(); serr != nil {
+				m.lg.Warn("uncertain transaction not settled: the log still fails", "id", id, "err", serr)
+			}
+			m.mu.Lock()
+			continue
 		case err != nil:
 			m.mu.Unlock()
 			if errors.Is(err, ErrAlreadyResolved) {
 				m.lg.Warn("resolution refused", "id", id, "resolution", r, "source", src, "err", err)
 			}
-			return fmt.Errorf("txn: %s %d: %w", r, id, err)
+			return nil, nil, fmt.Errorf("txn: %s %d: %w", r, id, err)
 		case act == actDone:
 			m.mu.Unlock()
 			m.lg.Debug("resolution repeated", "id", id, "resolution", r, "source", src)
-			return nil
+			return nil, nil, nil
 		case act == actWait:
 			m.cond.Wait()
 			continue
 		}
 		m.mu.Unlock()
-		return m.resolve(id, r, src, verify)
+		return m.records(id, r, src, verify)
 	}
 }
 
-// resolve appends the records of resolution r of busy transaction id.
-func (m *Manager) resolve(id int64, r Resolution, src Source, verify func(*store.Message) error) error {
+// records reads the half of busy transaction id, verifies it and returns
+// the batch resolution r appends.
+func (m *Manager) records(id int64, r Resolution, src Source, verify func(*store.Message) error) ([]*store.Message, *store.Message, error) {
 	h, err := m.readHalf(id)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if verify != nil {
 		if err := verify(restore(h)); err != nil {
@@ -196,7 +294,7 @@ func (m *Manager) resolve(id int64, r Resolution, src Source, verify func(*store
 			m.cond.Broadcast()
 			m.mu.Unlock()
 			m.lg.Warn("resolution refused by its verification", "id", id, "resolution", r, "source", src, "err", err)
-			return fmt.Errorf("txn: %s %d: %w", r, id, err)
+			return nil, nil, fmt.Errorf("txn: %s %d: %w", r, id, err)
 		}
 	}
 	var batch []*store.Message
@@ -205,18 +303,63 @@ func (m *Manager) resolve(id int64, r Resolution, src Source, verify func(*store
 		k = opCommit
 		batch = append(batch, committed(h))
 	}
-	batch = append(batch, opRecord(id, k))
+	return append(batch, opRecord(id, k)), h, nil
+}
+
+// finish appends the records of resolution r of busy transaction id.
+func (m *Manager) finish(id int64, r Resolution, src Source, h *store.Message, batch []*store.Message) error {
 	if err := m.append(batch, id); err != nil {
 		return fmt.Errorf("txn: %s %d: %w", r, id, err)
 	}
-	m.lg.Info("transaction resolved", "id", id, "resolution", r, "source", src,
+	m.lg.Debug("transaction resolved", "id", id, "resolution", r, "source", src,
 		"group", h.Properties[PropProducerGroup], "topic", batch[0].Topic, "queue", batch[0].QueueID)
 	return nil
+}
+
+// settleUncertain decides the transactions whose last append failed
+// uncertainly: it appends a probe record (an Append begun after their
+// failures; once it succeeds, whatever those left is readable, as Log
+// promises) and reads the log. A transaction whose records were found is
+// closed, or checked, as they say; one whose records are absent never gets
+// them and is open again, due as it was. It returns how many it settled;
+// an error (the probe failed: the log still fails) leaves them uncertain.
+func (m *Manager) settleUncertain() (int, error) {
+	m.settleMu.Lock()
+	defer m.settleMu.Unlock()
+	m.mu.Lock()
+	refs := m.c.unsureRefs()
+	m.mu.Unlock()
+	if len(refs) == 0 {
+		return 0, nil
+	}
+	p := probeRecord()
+	if err := m.log.Append(p); err != nil {
+		return 0, fmt.Errorf("txn: probe: %w", err)
+	}
+	m.ingestOwn([]*store.Message{p})
+	if err := m.catchUp(); err != nil {
+		return 0, fmt.Errorf("txn: settle: %w", err)
+	}
+	m.mu.Lock()
+	n, left := 0, 0
+	for _, r := range refs {
+		if m.c.settle(r) {
+			n++
+		}
+	}
+	left = m.c.uncertain
+	m.cond.Broadcast()
+	m.mu.Unlock()
+	m.lg.Info("uncertain transactions settled from the log", "uncertain", len(refs), "open_again", n, "still_uncertain", left)
+	return n, nil
 }
 
 // readHalf reads the half of busy transaction id; on an error the entry is
 // no longer busy (or gone, when the log no longer has it).
 func (m *Manager) readHalf(id int64) (*store.Message, error) {
+	if h := m.recent.get(id); h != nil {
+		return h, nil
+	}
 	msgs, err := m.log.Read(HalfTopic, 0, id, 1)
 	if err == nil && (len(msgs) == 0 || msgs[0].QueueOffset != id) {
 		err = store.ErrOffsetTooSmall // a damaged record stepped over, or retention: gone
@@ -253,6 +396,7 @@ func (m *Manager) append(batch []*store.Message, ids ...int64) error {
 		m.lg.Error("transaction append failed", "ids", ids, "uncertain", unsure, "err", err)
 		return err
 	}
+	m.recent.remove(ids)
 	m.ingestOwn(batch)
 	return nil
 }

@@ -51,6 +51,8 @@ const (
 	opTagDone = "d"
 	// opTagCheck is on check records.
 	opTagCheck = "c"
+	// opTagProbe is on probe records (settleUncertain).
+	opTagProbe = "p"
 )
 
 // Resolution is how a transaction ends.
@@ -233,6 +235,13 @@ func opRecord(id int64, k opKind) *store.Message {
 		Body:       []byte(strconv.FormatInt(id, 10)),
 		Properties: map[string]string{propOp: opNames[k]},
 	}
+}
+
+// probeRecord is the op record settleUncertain appends: it says nothing
+// about any transaction (parseOp does not read it, here or in an older
+// version).
+func probeRecord() *store.Message {
+	return &store.Message{Topic: OpTopic, Tags: opTagProbe, Properties: map[string]string{propOp: "probe"}}
 }
 
 // parseOp reads an op record; ok is false for a record that is not one.

@@ -14,6 +14,8 @@ func TestMain(m *testing.M) {
 		os.Exit(childOrderly())
 	case "broker":
 		os.Exit(childBroker())
+	case "grpcbroker":
+		os.Exit(childGRPCBroker()) // txn_kill9_v5_test.go
 	case "nullbroker":
 		os.Exit(childNullBroker())
 	}

@@ -30,10 +30,12 @@
 //     DELAY message's entry carries Apache 5.3's recall handle (base64url
 //     of "v1 topic broker timestamp id").
 //   - Transactions: a TRANSACTION message is a half message of the txn
-//     component (brokercore.Broker.Transactions); EndTransaction commits or
-//     rolls it back, and check-backs go to a live producer of its topic as
-//     RecoverOrphanedTransactionCommand on its Telemetry stream (as in
-//     Apache's proxy, a gRPC producer's group is the topic it publishes).
+//     component (brokercore.Broker.Transactions; its group is its topic,
+//     as in Apache's proxy). EndTransaction answers once the commit or
+//     rollback is decided (txn.Manager.EndAsync: Apache's proxy forwards
+//     it oneway), and an open transaction is checked back with a live
+//     producer of its topic, as a RecoverOrphanedTransactionCommand on its
+//     Telemetry stream.
 //   - Priority (RocketMQ 5.4) and lite-topic (5.5) messages are not
 //     supported: routes never list them among the accepted types (the
 //     stock producer refuses such a send itself), a send of one is

@@ -116,7 +116,9 @@ func (s *Server) sendHalf(ctx context.Context, req *v2.SendMessageRequest, msgs 
 // The transaction id names it; the message id and topic must be the half's.
 // A repeated resolution answers OK, the opposite one PRECONDITION_FAILED;
 // an unresolved one (TRANSACTION_RESOLUTION_UNSPECIFIED) leaves it open for
-// the check.
+// the check. OK means the resolution is decided (txn.Manager.EndAsync), not
+// yet that its records are durable: a kill before they are leaves the
+// transaction open, and its check-back asks the producer again.
 func (s *Server) EndTransaction(ctx context.Context, req *v2.EndTransactionRequest) (*v2.EndTransactionResponse, error) {
 	s.seen(ctx)
 	reject := func(st *v2.Status) (*v2.EndTransactionResponse, error) {
@@ -155,7 +157,16 @@ func (s *Server) EndTransaction(ctx context.Context, req *v2.EndTransactionReque
 				req.GetTransactionId(), req.GetMessageId(), req.GetTopic().GetName()))
 		}
 	}
-	if err := tm.EndVerified(id, res, src, verify); err != nil {
+	// Answered once decided: the append runs on (and is logged from) the
+	// manager's goroutine, as Apache's proxy forwards the end oneway; a
+	// crash before it is durable leaves the transaction to its check.
+	done := func(err error) {
+		if err != nil {
+			s.log.Error("grpcapi: transaction end not stored; its check will ask again", "client", clientID(ctx),
+				"topic", req.GetTopic().GetName(), "transaction", req.GetTransactionId(), "err", err)
+		}
+	}
+	if err := tm.EndAsync(id, res, src, verify, done); err != nil {
 		switch {
 		case errors.Is(err, errMismatch):
 			return reject(status(v2.Code_INVALID_TRANSACTION_ID, "transaction %q is not message %q of topic %q",
