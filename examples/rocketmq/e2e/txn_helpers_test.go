@@ -53,11 +53,23 @@ func txnV5Start(t testing.TB, start func() error) {
 
 func newV5TxnProducer(t testing.TB, endpoint string, check func(*rmq.MessageView) rmq.TransactionResolution, topics ...string) rmq.Producer {
 	t.Helper()
+	var checked atomic.Bool
 	p, err := rmq.NewProducer(txnV5Config(endpoint, ""), rmq.WithTopics(topics...),
-		rmq.WithTransactionChecker(&rmq.TransactionChecker{Check: check}))
+		rmq.WithTransactionChecker(&rmq.TransactionChecker{Check: func(mv *rmq.MessageView) rmq.TransactionResolution {
+			checked.Store(true)
+			return check(mv)
+		}}))
 	require.NoError(t, err)
 	txnV5Start(t, p.Start)
-	t.Cleanup(func() { _ = p.GracefulStop() })
+	t.Cleanup(func() {
+		// A producer that answered a check-back is left running: v5.1.4's
+		// GracefulStop replaces its meter while the check-back goroutine
+		// reads it without the lock, a race inside the client (see
+		// grpcapi's newTxnProducer).
+		if !checked.Load() {
+			_ = p.GracefulStop()
+		}
+	})
 	return p
 }
 
