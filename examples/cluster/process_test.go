@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -76,41 +75,10 @@ func getStatus(addr string) (replica.Status, error) {
 	return s, json.NewDecoder(resp.Body).Decode(&s)
 }
 
-func httpProduce(addr, body string) error {
-	b, _ := json.Marshal(produceReq{Topic: "t", Queue: 0, Messages: []msgJSON{{Body: body}}})
-	c := http.Client{Timeout: 3 * time.Second}
-	resp, err := c.Post("http://"+addr+"/produce", "application/json", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("produce: %s", resp.Status)
-	}
-	return nil
-}
+// httpProduce and httpSeqs are queue 0's httpProduceTo and httpSeqsOf.
+func httpProduce(addr, body string) error { return httpProduceTo(addr, 0, body) }
 
-func httpSeqs(addr string) ([]int64, error) {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + addr + "/read?topic=t&queue=0&offset=0&max=1024")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var r msgsResp
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, err
-	}
-	var out []int64
-	for _, m := range r.Messages {
-		s, err := strconv.ParseInt(m.Body, 10, 64)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
+func httpSeqs(addr string) ([]int64, error) { return httpSeqsOf(addr, 0) }
 
 // Three real processes over TCP on 127.0.0.1: the first bootstraps, two
 // join through it; the leader is killed with SIGKILL mid-produce, the
