@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Store is what the stats bodies read of the log: *store.Store satisfies
@@ -163,3 +164,14 @@ func KVTableBody(kv map[string]string) []byte {
 
 // itoa is strconv.Itoa (kept short for the handlers' remarks).
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// JavaDouble formats f as Java's Double.toString does for the magnitudes
+// of rates and counts (plain decimal, always a decimal point), as Apache's
+// answers and tools print them.
+func JavaDouble(f float64) string {
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.Contains(s, ".") {
+		s += ".0"
+	}
+	return s
+}

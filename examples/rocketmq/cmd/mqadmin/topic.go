@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 )
 
 // Apache's PermName bits.
@@ -292,17 +294,7 @@ func topicStatus(fs *flag.FlagSet) func(*env) error {
 			}
 			fmt.Fprintf(e.out, "%-32s  %-4d  %-20d  %-20d    %s\n", frontStringAtLeast(mq.BrokerName, 32), mq.QueueID, o.MinOffset, o.MaxOffset, human)
 		}
-		fmt.Fprintf(e.out, "\nTopic Put TPS: %s\n", javaDouble(tps))
+		fmt.Fprintf(e.out, "\nTopic Put TPS: %s\n", meta.JavaDouble(tps))
 		return nil
 	}
-}
-
-// javaDouble prints a double as Java's Double.toString does for ordinary
-// values (always a decimal point).
-func javaDouble(f float64) string {
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.Contains(s, ".") {
-		s += ".0"
-	}
-	return s
 }

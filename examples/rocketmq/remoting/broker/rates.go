@@ -2,10 +2,11 @@ package broker
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 )
 
 // The TPS figures of GET_BROKER_RUNTIME_INFO (putTps, getTransferredTps),
@@ -57,7 +58,7 @@ func (r *rates) tps(n int, pick func(rateSample) uint64) string {
 	if ms <= 0 {
 		return ""
 	}
-	return javaDouble(float64(pick(last)-pick(before)) / float64(ms) * 1000)
+	return meta.JavaDouble(float64(pick(last)-pick(before)) / float64(ms) * 1000)
 }
 
 // line is Apache's "tps10 tps60 tps600".
@@ -79,16 +80,6 @@ func (r *rates) runtime(now time.Time) string {
 	day := 24 * time.Hour
 	return fmt.Sprintf("[ %d days, %d hours, %d minutes, %d seconds ]",
 		t/day, t%day/time.Hour, t%time.Hour/time.Minute, t%time.Minute/time.Second)
-}
-
-// javaDouble formats f as Java's Double.toString does for the magnitudes
-// a rate has (always a decimal point).
-func javaDouble(f float64) string {
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.Contains(s, ".") {
-		s += ".0"
-	}
-	return s
 }
 
 // sampleRates samples the counters until the broker closes.
