@@ -30,6 +30,7 @@ const (
 	kindInit                     // the cluster's identity, first entry of a cluster
 	kindMember                   // a member's client address (routing to the leader)
 	kindProgress                 // scheduler progress without messages (compare-and-set)
+	kindFenced                   // messages appended as one batch, only in the leader term that proposed them (txn.go)
 )
 
 func (k kind) String() string {
@@ -48,6 +49,8 @@ func (k kind) String() string {
 		return "member"
 	case kindProgress:
 		return "progress"
+	case kindFenced:
+		return "fenced"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -77,6 +80,7 @@ type entry struct {
 	Prev     []byte // kindDeliver: the progress the delivery starts from (compare-and-set)
 	Text     string // kindInit: cluster id; kindMember: node id
 	Text2    string // kindMember: client address
+	Term     uint64 // kindFenced: the raft term the entry applies in only
 }
 
 func encodeEntry(e *entry) []byte {
@@ -111,6 +115,12 @@ func encodeEntry(e *entry) []byte {
 	case kindInit, kindMember:
 		b = appendString(b, e.Text)
 		b = appendString(b, e.Text2)
+	case kindFenced:
+		b = binary.AppendUvarint(b, e.Term)
+		b = binary.AppendUvarint(b, uint64(len(e.Msgs)))
+		for _, m := range e.Msgs {
+			b = appendMsg(b, m)
+		}
 	}
 	return b
 }
@@ -145,6 +155,9 @@ func decodeEntry(b []byte) (*entry, error) {
 		}
 	case kindInit, kindMember:
 		e.Text, e.Text2 = d.string(), d.string()
+	case kindFenced:
+		e.Term = d.uvarint()
+		e.Msgs = d.msgs(d.count())
 	default:
 		return nil, fmt.Errorf("unknown kind %d: %w", b[0], errBadEntry)
 	}
