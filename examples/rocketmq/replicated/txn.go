@@ -103,4 +103,3 @@ func (c gcore) TransactionsNow() (*txn.Manager, error) {
 	}
 	return tm, nil
 }
-

@@ -18,7 +18,7 @@ import (
 // (the halves' StoredAt are the replica's real clock readings).
 type shiftClock struct{ d atomic.Int64 }
 
-func (c *shiftClock) Now() time.Time           { return time.Now().Add(time.Duration(c.d.Load())) }
+func (c *shiftClock) Now() time.Time          { return time.Now().Add(time.Duration(c.d.Load())) }
 func (c *shiftClock) Advance(d time.Duration) { c.d.Add(int64(d)) }
 
 // withTxnClock runs the nodes' transactions on clk, checking every 5 ms.
