@@ -96,10 +96,11 @@ type Config struct {
 
 	// Transactions, when not nil, runs RocketMQ's transactional messages
 	// on the leader: every leader term builds a txn.Manager with these
-	// options over the replica (txn.go, Node.Transactions). Its Now
-	// defaults to Now (the halves' StoredAt are Now's), its Logger to
-	// Logger; ProgressPath, when set, is written by every term's Manager
-	// in turn (it is only a hint where reading may start).
+	// options over the replica (txn.go, Node.Transactions). Its Now is
+	// replaced by Now (the records' StoredAt are Now's readings and due
+	// times count from them), its Logger defaults to Logger; ProgressPath,
+	// when set, is written by every term's Manager in turn (it is only a
+	// hint where reading may start).
 	Transactions *txn.Options
 
 	ApplyTimeout      time.Duration

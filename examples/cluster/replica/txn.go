@@ -53,9 +53,9 @@ func (n *Node) newTransactions(raftTerm uint64) (*txn.Manager, error) {
 		return nil, nil
 	}
 	o := *n.cfg.Transactions
-	if o.Now == nil {
-		o.Now = n.cfg.Now // the clock of the halves' StoredAt
-	}
+	// The records' StoredAt are Config.Now's readings (the proposing
+	// leader's), and due times count from them: one clock.
+	o.Now = n.cfg.Now
 	if o.Logger == nil {
 		o.Logger = n.log
 	}

@@ -111,9 +111,13 @@ type Config struct {
 	HeartbeatTimeout, ElectionTimeout time.Duration
 	Logger                            *slog.Logger
 	// Txn configures the transactions the leader runs (txn.go; nil =
-	// txn's defaults): check timing, clock. Its Checker defaults to the
-	// node's protocols, its ProgressPath to Dir/txn-progress.
+	// txn's defaults): check timing and limits. Its Checker defaults to
+	// the node's protocols, its ProgressPath to Dir/txn-progress; its Now
+	// is Now.
 	Txn *txn.Options `json:"-"`
+	// Now is the replica's clock (replica.Config.Now: message timestamps,
+	// the scheduler, the transactions' due times); nil = time.Now.
+	Now func() time.Time `json:"-"`
 }
 
 // Server is one running node.
@@ -211,7 +215,8 @@ func (s *Server) open() (err error) {
 	rc := replica.Config{ID: cfg.ID, Dir: filepath.Join(cfg.Dir, "replica"), RaftAddr: cfg.RaftAddr,
 		Addr: s.brAddr, Transport: cfg.Transport, Levels: cfg.DelayLevels, Logger: cfg.Logger,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
-		KeyProperties: []string{"UNIQ_KEY"}} // the message id, for QUERY_MESSAGE by unique key
+		KeyProperties: []string{"UNIQ_KEY"}, // the message id, for QUERY_MESSAGE by unique key
+		Now:           cfg.Now}
 	rc.Transactions = s.txnOptions() // txn.go
 	if cfg.Bootstrap {
 		rc.BootstrapAddrs = map[string]string{}

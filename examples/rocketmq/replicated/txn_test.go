@@ -14,16 +14,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// shiftClock is time.Now moved on by the test: the transactions' clock
-// (the halves' StoredAt are the replica's real clock readings).
+// shiftClock is time.Now moved on by the test: the replica's clock, which
+// the transactions' due times count on.
 type shiftClock struct{ d atomic.Int64 }
 
 func (c *shiftClock) Now() time.Time          { return time.Now().Add(time.Duration(c.d.Load())) }
 func (c *shiftClock) Advance(d time.Duration) { c.d.Add(int64(d)) }
 
-// withTxnClock runs the nodes' transactions on clk, checking every 5 ms.
+// withTxnClock runs the nodes on clk, checking transactions every 5 ms.
 func withTxnClock(clk *shiftClock) func(*Config) {
-	return func(cfg *Config) { cfg.Txn = &txn.Options{Now: clk.Now, Tick: 5 * time.Millisecond} }
+	return func(cfg *Config) {
+		cfg.Now = clk.Now
+		cfg.Txn = &txn.Options{Tick: 5 * time.Millisecond}
+	}
 }
 
 // rawConn is one remoting connection of a test client: requests and their
