@@ -18,6 +18,11 @@
 //   - The scheduler's deliveries are raft entries that carry its progress
 //     and apply only on top of the progress they started from, so a
 //     deposed leader delivers nothing and a retried delivery nothing twice.
+//   - With Config.Transactions, every leader term runs a txn.Manager
+//     (Transactions) rebuilt from the replica after the term's barrier and
+//     closed with the term; its records are raft entries that apply only
+//     in that term (a commit's real message and op record one batch), so
+//     only the leader of the moment appends them or checks back.
 //   - AddMember / RemoveMember change the voters; every member's client
 //     address (Config.Addr) is replicated before it votes.
 //   - Snapshots carry the store and the small state; a node far behind
