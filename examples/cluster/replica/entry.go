@@ -74,7 +74,7 @@ type entry struct {
 	Kind     kind
 	At       time.Time // the leader's clock when it proposed the entry
 	Msgs     []*store.Message
-	Split    []int // kindProduce: sizes of the producers' batches Msgs joins (nil = one batch)
+	Split    []int // kindProduce, kindFenced: sizes of the producers' batches Msgs joins (nil = one batch)
 	Commits  []commitItem
 	Progress []byte // kindDeliver: the scheduler's encoded progress after the delivery
 	Prev     []byte // kindDeliver: the progress the delivery starts from (compare-and-set)
@@ -117,6 +117,10 @@ func encodeEntry(e *entry) []byte {
 		b = appendString(b, e.Text2)
 	case kindFenced:
 		b = binary.AppendUvarint(b, e.Term)
+		b = binary.AppendUvarint(b, uint64(len(e.Split)))
+		for _, n := range e.Split {
+			b = binary.AppendUvarint(b, uint64(n))
+		}
 		b = binary.AppendUvarint(b, uint64(len(e.Msgs)))
 		for _, m := range e.Msgs {
 			b = appendMsg(b, m)
@@ -157,6 +161,12 @@ func decodeEntry(b []byte) (*entry, error) {
 		e.Text, e.Text2 = d.string(), d.string()
 	case kindFenced:
 		e.Term = d.uvarint()
+		if k := d.count(); k > 0 {
+			e.Split = make([]int, 0, k)
+			for i := 0; i < k && d.err == nil; i++ {
+				e.Split = append(e.Split, int(min(d.uvarint(), maxEntryItems)))
+			}
+		}
 		e.Msgs = d.msgs(d.count())
 	default:
 		return nil, fmt.Errorf("unknown kind %d: %w", b[0], errBadEntry)

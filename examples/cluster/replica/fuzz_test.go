@@ -23,6 +23,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		{Kind: kindInit, Text: "c"},
 		{Kind: kindMember, Text: "n1", Text2: "127.0.0.1:1"},
 		{Kind: kindFenced, At: at, Term: 7, Msgs: []*store.Message{{Topic: "t"}, {Topic: "RMQ_SYS_TRANS_OP_HALF_TOPIC", Body: []byte("0")}}},
+		{Kind: kindFenced, At: at, Term: 7, Split: []int{1, 1}, Msgs: []*store.Message{{Topic: "t"}, {Topic: "u"}}},
 	} {
 		f.Add(encodeEntry(e))
 	}

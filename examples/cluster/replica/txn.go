@@ -59,7 +59,7 @@ func (n *Node) newTransactions(raftTerm uint64) (*txn.Manager, error) {
 	if o.Logger == nil {
 		o.Logger = n.log
 	}
-	m, err := txn.New(termLog{n: n, term: raftTerm}, o)
+	m, err := txn.New(newTermLog(n, raftTerm), o)
 	if err != nil {
 		return nil, err
 	}
@@ -71,21 +71,30 @@ func (n *Node) newTransactions(raftTerm uint64) (*txn.Manager, error) {
 }
 
 // termLog is the txn.Log of one leader term's Manager: appends are fenced
-// raft entries of that term, reads are the local replica's.
+// raft entries of that term (concurrent ones joined into one entry, each
+// still one batch, by a batcher of its own), reads are the local
+// replica's.
 type termLog struct {
-	n    *Node
-	term uint64
+	n     *Node
+	term  uint64
+	batch batcher
 }
 
-var _ txn.Log = termLog{}
+func newTermLog(n *Node, term uint64) *termLog {
+	l := &termLog{n: n, term: term}
+	l.batch = batcher{n: n, fenced: true, term: term}
+	return l
+}
 
-// Append proposes msgs as one kindFenced entry of the log's term and
+var _ txn.Log = (*termLog)(nil)
+
+// Append proposes msgs as one batch of a kindFenced entry of the log's term and
 // fills in their QueueOffset, LogOffset and StoredAt. Its errors say what
 // txn needs to know: store.ErrInvalid (refused, nothing proposed) and
 // store.ErrClosed (this term's log is over: nothing proposed, or refused
 // as stale on every node) cannot have landed; anything else
 // (ErrNotCommitted) may have.
-func (l termLog) Append(msgs ...*store.Message) error {
+func (l *termLog) Append(msgs ...*store.Message) error {
 	for i, m := range msgs {
 		if m == nil {
 			return fmt.Errorf("transaction append: message %d: nil: %w: %w", i, store.ErrInvalid, ErrInvalid)
@@ -100,7 +109,7 @@ func (l termLog) Append(msgs ...*store.Message) error {
 	if t := l.n.raft.CurrentTerm(); t != l.term {
 		return fmt.Errorf("transaction append: term %d is over (now %d): %w: %w", l.term, t, store.ErrClosed, ErrNotLeader)
 	}
-	res, err := l.n.apply(&entry{Kind: kindFenced, Term: l.term, Msgs: msgs})
+	out, err := l.batch.produce(msgs)
 	switch {
 	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrClosed), errors.Is(err, ErrStaleTerm):
 		return fmt.Errorf("transaction append: %w: %w", store.ErrClosed, err)
@@ -109,15 +118,15 @@ func (l termLog) Append(msgs ...*store.Message) error {
 	case err != nil:
 		return fmt.Errorf("transaction append: %w", err)
 	}
-	for i, m := range res.msgs {
+	for i, m := range out {
 		msgs[i].QueueOffset, msgs[i].LogOffset, msgs[i].StoredAt = m.QueueOffset, m.LogOffset, m.StoredAt
 	}
 	return nil
 }
 
-func (l termLog) Read(topic string, queueID int, offset int64, max int) ([]*store.Message, error) {
+func (l *termLog) Read(topic string, queueID int, offset int64, max int) ([]*store.Message, error) {
 	return l.n.st.Read(topic, queueID, offset, max)
 }
 
-func (l termLog) MinOffset(topic string, queueID int) int64 { return l.n.st.MinOffset(topic, queueID) }
-func (l termLog) MaxOffset(topic string, queueID int) int64 { return l.n.st.MaxOffset(topic, queueID) }
+func (l *termLog) MinOffset(topic string, queueID int) int64 { return l.n.st.MinOffset(topic, queueID) }
+func (l *termLog) MaxOffset(topic string, queueID int) int64 { return l.n.st.MaxOffset(topic, queueID) }

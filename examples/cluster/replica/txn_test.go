@@ -240,10 +240,10 @@ func TestTransactionRecordsOfAnotherTermAreRefusedEverywhere(t *testing.T) {
 	_, err := l.apply(&entry{Kind: kindFenced, Term: term - 1, Msgs: []*store.Message{msg("orders", 0, "stale")}})
 	require.ErrorIs(t, err, ErrStaleTerm)
 	require.ErrorIs(t, err, ErrRejected)
-	stale := termLog{n: l, term: term - 1}
+	stale := newTermLog(l, term-1)
 	err = stale.Append(msg("orders", 0, "over"))
 	require.ErrorIs(t, err, store.ErrClosed, "nothing proposed: it cannot have landed")
-	fresh := termLog{n: l, term: term}
+	fresh := newTermLog(l, term)
 	m := msg("orders", 0, "current")
 	require.NoError(t, fresh.Append(m, msg(txn.OpTopic, 0, "op")))
 	require.Equal(t, int64(0), m.QueueOffset)
@@ -257,7 +257,7 @@ func TestTransactionRecordsOfAnotherTermAreRefusedEverywhere(t *testing.T) {
 func TestTransactionLogRefusesBadRecords(t *testing.T) {
 	c, _, _ := txnCluster(t)
 	l := c.leader()
-	tl := termLog{n: l, term: l.currentTerm().raftTerm}
+	tl := newTermLog(l, l.currentTerm().raftTerm)
 	before := l.fsm.lastIndex()
 	for name, m := range map[string]*store.Message{
 		"nil":      nil,
@@ -322,4 +322,42 @@ func TestFencedEntryAppliesOnlyInItsTerm(t *testing.T) {
 	require.Len(t, r.msgs, 2)
 	require.Equal(t, []int64{0, 1}, []int64{r.msgs[0].LogOffset, r.msgs[1].LogOffset}, "one batch")
 	require.Equal(t, int64(2), f.st.Stats().LogNext)
+}
+
+// Concurrent appends of one term's log are joined into shared entries (a
+// batcher of its own), each append still one batch: a real message and its
+// op record are neighbours in the log on every replica, every pair once.
+func TestConcurrentTransactionAppendsStayBatches(t *testing.T) {
+	c, _, _ := txnCluster(t)
+	l := c.leader()
+	tl := newTermLog(l, l.currentTerm().raftTerm)
+	const writers, each = 16, 10
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				body := fmt.Sprintf("w%d-%d", w, i)
+				if err := tl.Append(msg("orders", w%4, body), msg(txn.OpTopic, 0, body)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d appends in %d entries", tl.batch.stats.Produces.Load(), tl.batch.stats.Entries.Load())
+	c.requireIdentical()
+	for _, n := range c.live() {
+		ops, err := n.Read(txn.OpTopic, 0, 0, writers*each+1)
+		require.NoError(t, err)
+		require.Len(t, ops, writers*each)
+		for _, op := range ops {
+			real, err := n.Store().ReadAt(op.LogOffset - 1)
+			require.NoError(t, err)
+			require.Equal(t, "orders", real.Topic)
+			require.Equal(t, op.Body, real.Body, "node %s: the pair is one batch", n.ID())
+		}
+	}
 }
