@@ -3,6 +3,7 @@ package replica
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -359,5 +360,54 @@ func TestConcurrentTransactionAppendsStayBatches(t *testing.T) {
 			require.Equal(t, "orders", real.Topic)
 			require.Equal(t, op.Body, real.Body, "node %s: the pair is one batch", n.ID())
 		}
+	}
+}
+
+// lostAnswer is a txn.Log over a term's log whose next commit-sized
+// append lands but is answered as raft answers an entry it did not
+// confirm (ErrNotCommitted): the Manager must not guess.
+type lostAnswer struct {
+	*termLog
+	lose    atomic.Bool
+	dropped bool // the lost one did not land either
+}
+
+func (l *lostAnswer) Append(msgs ...*store.Message) error {
+	if len(msgs) == 2 && l.lose.CompareAndSwap(true, false) {
+		if !l.dropped {
+			if err := l.termLog.Append(msgs...); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("produce entry: leadership lost while committing log: %w", ErrNotCommitted)
+	}
+	return l.termLog.Append(msgs...)
+}
+
+// The txn.Log contract on the replica: a commit raft did not confirm
+// leaves its transaction uncertain; the next End settles it from the log
+// (a probe appended in the same term, then a read of the local replica):
+// it finds the records and answers the commit as repeated, or finds none
+// (the entry never landed) and commits. Either way the real message is on
+// every replica once.
+func TestUncertainCommitIsSettledFromTheLog(t *testing.T) {
+	for _, dropped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("landed=%v", !dropped), func(t *testing.T) {
+			c, _, _ := txnCluster(t)
+			l := c.leader()
+			log := &lostAnswer{termLog: newTermLog(l, l.currentTerm().raftTerm), dropped: dropped}
+			tm, err := txn.New(log, txn.Options{Now: l.cfg.Now})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = tm.Close() })
+			h, err := tm.Prepare(msg("orders", 0, "lost answer"), "pg")
+			require.NoError(t, err)
+			log.lose.Store(true)
+			require.ErrorIs(t, tm.Commit(h.QueueOffset), ErrNotCommitted)
+			require.Equal(t, 1, tm.Stats().Uncertain, "not guessed")
+			require.NoError(t, tm.Commit(h.QueueOffset))
+			require.Zero(t, tm.Stats().Uncertain)
+			require.False(t, tm.Pending(h.QueueOffset))
+			requireEverywhere(t, c, "orders", map[string]int{"lost answer": 1})
+		})
 	}
 }
