@@ -74,6 +74,12 @@ func reportCmd(ctx context.Context, args []string, progress io.Writer) error {
 		_, werr := os.Stdout.Write(doc.Bytes())
 		return errorsJoin(err, werr)
 	}
+	// The modules section (go run . modules) is another command's: keep it.
+	if old, rerr := os.ReadFile(*outPath); rerr == nil {
+		if sec := modulesSection(old); sec != nil {
+			doc.Write(append(append([]byte("\n"), sec...), '\n'))
+		}
+	}
 	return errorsJoin(err, os.WriteFile(*outPath, doc.Bytes(), 0o644))
 }
 
