@@ -30,6 +30,8 @@ const (
 	kindInit                     // the cluster's identity, first entry of a cluster
 	kindMember                   // a member's client address (routing to the leader)
 	kindProgress                 // scheduler progress without messages (compare-and-set)
+	kindRelease                  // a deleted topic: its messages released, its offsets dropped (release.go)
+	kindForget                   // a deleted group: its offsets dropped (release.go)
 )
 
 func (k kind) String() string {
@@ -48,6 +50,10 @@ func (k kind) String() string {
 		return "member"
 	case kindProgress:
 		return "progress"
+	case kindRelease:
+		return "release"
+	case kindForget:
+		return "forget"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -75,7 +81,7 @@ type entry struct {
 	Commits  []commitItem
 	Progress []byte // kindDeliver: the scheduler's encoded progress after the delivery
 	Prev     []byte // kindDeliver: the progress the delivery starts from (compare-and-set)
-	Text     string // kindInit: cluster id; kindMember: node id
+	Text     string // kindInit: cluster id; kindMember: node id; kindRelease: topic; kindForget: group
 	Text2    string // kindMember: client address
 }
 
@@ -108,7 +114,7 @@ func encodeEntry(e *entry) []byte {
 			b = binary.AppendVarint(b, c.Offset)
 			b = binary.AppendUvarint(b, c.Epoch)
 		}
-	case kindInit, kindMember:
+	case kindInit, kindMember, kindRelease, kindForget:
 		b = appendString(b, e.Text)
 		b = appendString(b, e.Text2)
 	}
@@ -143,7 +149,7 @@ func decodeEntry(b []byte) (*entry, error) {
 			c.Epoch = d.uvarint()
 			e.Commits = append(e.Commits, c)
 		}
-	case kindInit, kindMember:
+	case kindInit, kindMember, kindRelease, kindForget:
 		e.Text, e.Text2 = d.string(), d.string()
 	default:
 		return nil, fmt.Errorf("unknown kind %d: %w", b[0], errBadEntry)
