@@ -175,9 +175,9 @@ func (t *tables) propose(ctx context.Context, stop <-chan struct{}, req *wire.Co
 		case ok:
 			resp := *r
 			resp.Opaque, resp.Flag = req.Opaque, r.Flag
-			return &resp
+			return t.release(req, &resp) // release.go
 		case applied:
-			return wire.NewResponse(req, wire.Success, "")
+			return t.release(req, wire.NewResponse(req, wire.Success, ""))
 		}
 		select {
 		case <-ch:

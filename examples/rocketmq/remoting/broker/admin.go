@@ -143,17 +143,19 @@ func (b *Broker) deleteTopic(req *wire.Command) *wire.Command {
 	// and stay. Each step is durable and idempotent: after a kill between
 	// two, the delete repeated finishes the rest.
 	//
-	// Not with a Writer (a replicated core): its store and offsets change
-	// only through the writer's log, and a release applied by each node at
-	// its own moment would hide different messages on each. There the
-	// route and configuration go and the data stays until retention.
-	if b.opts.Writer != nil {
-		b.log.Info("topic deleted", "topic", name, "data", "kept")
-		return b.ok(req, nil)
-	}
 	if err := b.core.Offsets().PurgeTopic(name); err != nil {
 		b.log.Error("delete topic: offsets", "topic", name, "err", err)
 		return wire.NewResponse(req, wire.SystemError, err.Error())
+	}
+	// Not the store with a Writer (a replicated core): its store and
+	// committed offsets change only through the writer's log, and a
+	// release applied by each node at its own moment would hide different
+	// messages on each. The host releases the topic through its log
+	// (examples/rocketmq/replicated's release.go); here only the node's
+	// own offset table (the broker's views) goes.
+	if b.opts.Writer != nil {
+		b.log.Info("topic deleted", "topic", name, "data", "released by the writer's log")
+		return b.ok(req, nil)
 	}
 	if err := b.st.DeleteTopic(name); err != nil {
 		b.log.Error("delete topic: store", "topic", name, "err", err)
