@@ -5,16 +5,18 @@ import (
 )
 
 // Orderly queue locks (LOCK_BATCH_MQ, UNLOCK_BATCH_MQ) are not replicated:
-// every node keeps its own lock table, as every Apache broker does. In
-// Apache's RebalanceLockManager the table is in memory and per broker, and
-// with the default lockInStrictMode=false (BrokerConfig) a broker answers
-// from its own table alone; a new master starts with an empty one, and
-// the clients lock their queues there again at their next lock round (the
-// v2 client every 20 s, RebalanceLockInterval). Only lockInStrictMode
-// locks on a quorum of the replica set (AdminBrokerProcessor.lockBatchMQ).
-// Apache's clients lock at the master only
-// (findBrokerAddressInSubscribe(brokerName, MASTER_ID, true)), and so do
-// they here: the routes' master of "broker-a" is the leader.
+// every node keeps its own lock table, as every Apache broker does.
+// Apache's (broker/.../client/rebalance/RebalanceLockManager.java) is in
+// memory and per broker; with the default lockInStrictMode=false
+// (common/.../BrokerConfig.java) AdminBrokerProcessor.lockBatchMQ answers
+// from the broker's own table alone, so a new master starts with an empty
+// one and the clients lock their queues there again at their next lock
+// round (every 20 s: the Java client's rocketmq.client.rebalance.lockInterval,
+// the v2 client's RebalanceLockInterval). Only lockInStrictMode locks on
+// a quorum of the replica set. Apache's clients lock at the master only
+// (RebalanceImpl.lock: findBrokerAddressInSubscribe(brokerName, MASTER_ID,
+// true)), and so do they here: the routes' master of "broker-a" is the
+// leader.
 //
 // A follower is reached with a lock only by a client whose routes still
 // name the old leader (it refreshes them every 30 s). It grants nothing:
