@@ -21,7 +21,8 @@ import (
 // (BROKERCORE_LONG=1: the client's routes follow the new leader only at
 // their 30 s refresh). Until then its locks go to the old leader, now a
 // follower, which grants none; then it locks at the new leader and goes
-// on: every message is consumed, each queue in order.
+// on: every message is consumed, each queue in order, and the old leader
+// renewed none of its leases meanwhile.
 func TestV2OrderlyConsumerLocksAtTheLeaderAcrossALeaderChange(t *testing.T) {
 	if os.Getenv("BROKERCORE_LONG") != "1" {
 		t.Skip("BROKERCORE_LONG=1 runs it (about a minute); TestOnlyTheLeaderGrantsQueueLocks is the short one")
@@ -73,6 +74,8 @@ func TestV2OrderlyConsumerLocksAtTheLeaderAcrossALeaderChange(t *testing.T) {
 	require.NoError(t, c.nodes[l].Node().Raft().LeadershipTransfer().Error())
 	l2 := c.leader(30 * time.Second)
 	require.NotEqual(t, l, l2)
+	granted := func() uint64 { st := c.nodes[l].core.locks.Stats(); return st.Locked + st.Renewed + st.TakenOver }
+	before := granted()
 	sendN("during", 10)
 	require.Eventually(t, func() bool {
 		for q := range DefaultQueueNums {
@@ -82,6 +85,7 @@ func TestV2OrderlyConsumerLocksAtTheLeaderAcrossALeaderChange(t *testing.T) {
 		}
 		return true
 	}, 90*time.Second, 100*time.Millisecond, "the consumer locks its queues at the new leader")
+	require.Equal(t, before, granted(), "the old leader, a follower now, granted or renewed no lock")
 	sendN("after", 10)
 	waitSeen(60 * time.Second)
 	mu.Lock()
