@@ -30,8 +30,8 @@ const (
 	kindInit                     // the cluster's identity, first entry of a cluster
 	kindMember                   // a member's client address (routing to the leader)
 	kindProgress                 // scheduler progress without messages (compare-and-set)
-	kindRelease                  // a deleted topic: its messages released, its offsets dropped (release.go)
-	kindForget                   // a deleted group: its offsets dropped (release.go)
+	kindRelease                  // a deleted topic (+ the host's record of it): messages released, offsets dropped (release.go)
+	kindForget                   // a deleted group (+ the host's record of it): its offsets dropped (release.go)
 )
 
 func (k kind) String() string {
@@ -114,9 +114,15 @@ func encodeEntry(e *entry) []byte {
 			b = binary.AppendVarint(b, c.Offset)
 			b = binary.AppendUvarint(b, c.Epoch)
 		}
-	case kindInit, kindMember, kindRelease, kindForget:
+	case kindInit, kindMember:
 		b = appendString(b, e.Text)
 		b = appendString(b, e.Text2)
+	case kindRelease, kindForget:
+		b = appendString(b, e.Text)
+		b = binary.AppendUvarint(b, uint64(len(e.Msgs)))
+		for _, m := range e.Msgs {
+			b = appendMsg(b, m)
+		}
 	}
 	return b
 }
@@ -149,8 +155,11 @@ func decodeEntry(b []byte) (*entry, error) {
 			c.Epoch = d.uvarint()
 			e.Commits = append(e.Commits, c)
 		}
-	case kindInit, kindMember, kindRelease, kindForget:
+	case kindInit, kindMember:
 		e.Text, e.Text2 = d.string(), d.string()
+	case kindRelease, kindForget:
+		e.Text = d.string()
+		e.Msgs = d.msgs(d.count())
 	default:
 		return nil, fmt.Errorf("unknown kind %d: %w", b[0], errBadEntry)
 	}

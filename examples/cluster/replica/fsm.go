@@ -141,10 +141,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 			f.members[e.Text] = e.Text2
 		}
 		return applyResult{}
-	case kindRelease:
-		return f.applyRelease(l.Index, e.Text)
-	case kindForget:
-		return f.applyForget(l.Index, e.Text)
+	case kindRelease, kindForget:
+		return f.applyDrop(l.Index, e) // release.go
 	}
 	return applyResult{err: fmt.Errorf("kind %d: %w", e.Kind, errBadEntry)}
 }

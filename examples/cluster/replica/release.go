@@ -27,6 +27,9 @@ import (
 //     so only the replicated state is set again.
 //   - kindForget drops every offset of the group.
 //
+// Either may carry the host's record of the delete (its admin log's
+// message): stored first, as a produce, then the drop, in one step.
+//
 // A dropped offset keeps its key, uncommitted, with its epoch bumped: a
 // commit fenced by the old epoch (pop's ack of a message received before,
 // the leader's pending commits) is refused as stale rather than bringing
@@ -36,31 +39,46 @@ import (
 // stored so far are gone for readers (Read answers nothing below the
 // queues' new MinOffset, which is their MaxOffset), every group's
 // committed offsets of it are dropped, and a topic written again goes on
-// from its old queue offsets. Only the leader accepts it; it is
-// idempotent (a second release hides what was written in between).
-func (n *Node) DeleteTopic(topic string) error {
+// from its old queue offsets. record, if given, are the host's own
+// messages (reserved topics, checked as ProduceSystem's) stored in the
+// same entry, before the release: the host's record of the delete, which
+// is then never logged without the release nor the release without it.
+// It returns them as stored. Only the leader accepts it; a release
+// repeated hides what was written in between.
+func (n *Node) DeleteTopic(topic string, record ...*store.Message) ([]*store.Message, error) {
 	if err := brokercore.CheckTopicName(topic); err != nil {
-		return fmt.Errorf("delete topic: %w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("delete topic: %w: %w", ErrInvalid, err)
 	}
-	if _, err := n.apply(&entry{Kind: kindRelease, Text: topic}); err != nil {
-		return err
-	}
-	n.dropPending()
-	return nil
+	return n.drop(&entry{Kind: kindRelease, Text: topic}, record)
 }
 
 // ForgetGroup drops every committed offset of group through raft on every
 // node: a consumer of the group started afterwards starts from its
-// consume-from rule. Only the leader accepts it.
-func (n *Node) ForgetGroup(group string) error {
+// consume-from rule. record is as DeleteTopic's. Only the leader accepts
+// it.
+func (n *Node) ForgetGroup(group string, record ...*store.Message) ([]*store.Message, error) {
 	if err := brokercore.CheckGroupName(group); err != nil {
-		return fmt.Errorf("forget group: %w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("forget group: %w: %w", ErrInvalid, err)
 	}
-	if _, err := n.apply(&entry{Kind: kindForget, Text: group}); err != nil {
-		return err
+	return n.drop(&entry{Kind: kindForget, Text: group}, record)
+}
+
+func (n *Node) drop(e *entry, record []*store.Message) ([]*store.Message, error) {
+	if len(record) > 0 {
+		if err := checkSystem(record); err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Kind, err)
+		}
+		if err := checkBatch(record); err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Kind, err)
+		}
+	}
+	e.Msgs = record
+	res, err := n.apply(e)
+	if err != nil {
+		return nil, err
 	}
 	n.dropPending()
-	return nil
+	return res.msgs, nil
 }
 
 // dropPending drops the leader's commits not proposed yet that the drop
@@ -80,41 +98,60 @@ func (n *Node) dropPending() {
 	}
 }
 
-// applyRelease applies kindRelease. Callers hold f.mu.
-func (f *fsm) applyRelease(index uint64, topic string) applyResult {
+// applyDrop applies kindRelease and kindForget: the record's messages
+// first, as a produce (a record the store refuses refuses the entry
+// whole, the drop with it), then the drop. Callers hold f.mu.
+func (f *fsm) applyDrop(index uint64, e *entry) applyResult {
+	var res applyResult
+	if len(e.Msgs) > 0 {
+		if res = f.applyMessages(index, e); res.err != nil {
+			return res
+		}
+	}
+	var err error
+	if e.Kind == kindRelease {
+		err = f.release(index, e.Text)
+	} else {
+		err = f.forget(index, e.Text)
+	}
+	return applyResult{msgs: res.msgs, err: err}
+}
+
+// release releases topic at f.applied. Callers hold f.mu.
+func (f *fsm) release(index uint64, topic string) error {
 	if f.failed != nil {
-		return applyResult{err: f.failed}
+		return f.failed
 	}
 	if err := brokercore.CheckTopicName(topic); err != nil {
-		return applyResult{err: fmt.Errorf("release at index %d: %w: %w", index, ErrRejected, err)}
+		return fmt.Errorf("release at index %d: %w: %w", index, ErrRejected, err)
 	}
 	switch next := f.st.Stats().LogNext; {
 	case f.applied == next:
 		if err := f.st.DeleteTopic(topic); err != nil {
 			f.failed = fmt.Errorf("release %q at index %d: %w", topic, index, err)
 			f.log.Error("cluster: topic release failed; this node stops applying", "err", f.failed)
-			return applyResult{err: f.failed}
+			return f.failed
 		}
 	case f.applied > next:
 		f.failed = fmt.Errorf("store holds %d messages, the log expects %d at index %d: %w", next, f.applied, index, ErrDiverged)
 		f.log.Error("cluster: local store out of step with the log", "err", f.failed)
-		return applyResult{err: f.failed}
+		return f.failed
 	}
 	// f.applied < next: a replay; the store released the topic back then.
 	f.released[topic] = f.applied
 	f.dropOffsets(func(k offsetKey) bool { return k.topic == topic })
 	f.log.Info("cluster: topic released", "topic", topic, "log_offset", f.applied, "index", index)
-	return applyResult{}
+	return nil
 }
 
-// applyForget applies kindForget. Callers hold f.mu.
-func (f *fsm) applyForget(index uint64, group string) applyResult {
+// forget drops group's offsets. Callers hold f.mu.
+func (f *fsm) forget(index uint64, group string) error {
 	if err := brokercore.CheckGroupName(group); err != nil {
-		return applyResult{err: fmt.Errorf("forget at index %d: %w: %w", index, ErrRejected, err)}
+		return fmt.Errorf("forget at index %d: %w: %w", index, ErrRejected, err)
 	}
 	f.dropOffsets(func(k offsetKey) bool { return k.group == group })
 	f.log.Info("cluster: group offsets dropped", "group", group, "index", index)
-	return applyResult{}
+	return nil
 }
 
 // dropOffsets uncommits the offsets that match and bumps their epochs.

@@ -61,7 +61,8 @@ func TestDeletedTopicIsReleasedIdenticallyOnEveryNode(t *testing.T) {
 	require.NoError(t, l.ResetOffset("g", "gone", 0, 2))
 	require.NoError(t, l.ResetOffset("g", "kept", 0, 1))
 
-	require.NoError(t, l.DeleteTopic("gone"))
+	_, err := l.DeleteTopic("gone")
+	require.NoError(t, err)
 	produceSpread(t, l, "gone", 2, 2, "new")
 	c.requireIdentical()
 	want := []string{"q0 [3,4) [3:new0]", "q1 [3,4) [3:new1]"}
@@ -183,7 +184,8 @@ func TestNodesRestoredFromASnapshotEndReleasedAlike(t *testing.T) {
 	}
 	c.kill(down)
 	produceSpread(t, l, "gone", 2, 2, "more")
-	require.NoError(t, l.DeleteTopic("gone"))
+	_, err := l.DeleteTopic("gone")
+	require.NoError(t, err)
 	released := l.fsm.lastIndex()
 	produceSpread(t, l, "gone", 2, 2, "new")
 	produceMixed(t, l, 0, 20)
@@ -208,4 +210,43 @@ func TestNodesRestoredFromASnapshotEndReleasedAlike(t *testing.T) {
 		_, ok := n.Committed("g", "gone", 1)
 		require.False(t, ok, "node %s", n.ID())
 	}
+}
+
+// The host's record of a delete (DeleteTopic's, ForgetGroup's record) is
+// stored in the same entry, before the drop: both or neither. A record
+// that is not the host's (a client topic) is refused before anything is
+// proposed, and a record the store refuses refuses the drop with it.
+func TestTheDeleteRecordAndTheDropAreOneEntry(t *testing.T) {
+	c := newCluster(t, 3, steadyConfig)
+	l := c.leader()
+	produceSpread(t, l, "gone", 1, 2, "old")
+	require.NoError(t, l.ResetOffset("g", "gone", 0, 1))
+	require.NoError(t, l.ResetOffset("h", "kept", 0, 0))
+	out, err := l.DeleteTopic("gone", msg("RMQ_SYS_REC", 0, "delete gone"))
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+	require.Equal(t, int64(0), out[0].QueueOffset, "the record as stored")
+	out, err = l.ForgetGroup("h", msg("RMQ_SYS_REC", 0, "forget h"))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), out[0].QueueOffset)
+	c.requireIdentical()
+	for _, n := range c.live() {
+		require.Equal(t, []string{"q0 [2,2) []"}, view(t, n, "gone", 1), "node %s", n.ID())
+		require.Equal(t, []string{"q0 [0,2) [0:delete gone 1:forget h]"}, view(t, n, "RMQ_SYS_REC", 1), "node %s", n.ID())
+		_, ok := n.Committed("h", "kept", 0)
+		require.False(t, ok, "node %s", n.ID())
+	}
+
+	_, err = l.DeleteTopic("kept", msg("kept", 0, "not the host's"))
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = l.ForgetGroup("g", nil)
+	require.ErrorIs(t, err, ErrInvalid)
+
+	f := newTestFSM(t)
+	at := time.Unix(1_700_000_000, 0)
+	require.NoError(t, applyEntry(f, 1, &entry{Kind: kindProduce, At: at, Msgs: []*store.Message{msg("a", 0, "x")}}).err)
+	res := applyEntry(f, 2, &entry{Kind: kindRelease, At: at, Text: "a", Msgs: []*store.Message{{Body: []byte("no topic")}}})
+	require.ErrorIs(t, res.err, ErrRejected, "a record without a topic is refused by the store's rule")
+	require.Equal(t, int64(0), f.st.MinOffset("a", 0), "and nothing released")
+	require.Empty(t, f.released)
 }

@@ -67,10 +67,10 @@
 // configuration (queue numbers, permission, message.type) and subscription
 // groups (orderly groups are FIFO over gRPC too), so routes and FIFO queue
 // choices agree on every node. Topics created on first use are every
-// node's own, with the same defaults. Once the leader applied a
-// DELETE_TOPIC_IN_BROKER, it releases the topic's messages and every
-// group's offsets of it through raft, and a DELETE_SUBSCRIPTIONGROUP with
-// cleanOffset drops the group's committed offsets (release.go,
+// node's own, with the same defaults. A DELETE_TOPIC_IN_BROKER is logged
+// in the raft entry that releases the topic's messages and every group's
+// offsets of it, a DELETE_SUBSCRIPTIONGROUP with cleanOffset in the one
+// that drops the group's committed offsets (release.go,
 // replica.Node.DeleteTopic and ForgetGroup): every node does it at the
 // same point of its log, so reads of the topic are empty on every node,
 // its queue offsets are never handed out again, and a consumer of the

@@ -1,40 +1,37 @@
 package replicated
 
 import (
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
+	"github.com/brokercore/brokercore/store"
 )
 
 // A deleted topic's data and a deleted group's committed offsets are
-// replicated state, not tables: once the leader applied the logged change
-// (DELETE_TOPIC_IN_BROKER, DELETE_SUBSCRIPTIONGROUP with cleanOffset) it
-// releases them through raft (replica.Node.DeleteTopic, ForgetGroup), and
-// every node drops the same messages and offsets at the same point of its
-// log. The admin is answered once both are done. If the leader loses its
-// leadership in between, the answer is SERVICE_NOT_AVAILABLE and the route
-// is gone while the data stays: the delete repeated (both steps are
-// idempotent) finishes it, as a single broker's delete after a kill. Each
-// node's own offset table (the broker's views) is cleared as each applies
-// the logged change.
+// replicated state, not tables: the leader logs a DELETE_TOPIC_IN_BROKER
+// (a DELETE_SUBSCRIPTIONGROUP with cleanOffset) in the raft entry that
+// releases the topic's messages and every group's offsets of it
+// (replica.Node.DeleteTopic; drops the group's offsets:
+// replica.Node.ForgetGroup), so the delete is never logged without the
+// release nor the release without it, and every node drops the same
+// messages and offsets at the same point of its log. The logged change
+// is then applied to every node's tables as any other (tables.go), each
+// node's own offset table (the broker's views) cleared with it.
+//
+// The release happens whatever the broker answers the logged change, so
+// it is used only for a change the broker accepts by its name rules
+// (broker.CheckDeleteTopic, brokercore.CheckGroupName); another is logged
+// alone, and refused alike on every node.
 
-// release does the replicated half of a delete the leader applied with
-// resp; another change, or a refused one, is answered resp as it is.
-func (t *tables) release(req, resp *wire.Command) *wire.Command {
-	if resp.Code != wire.Success {
-		return resp
+// logChange logs one table change (its frame in m) through raft: with the
+// release its delete makes, or alone.
+func (t *tables) logChange(req *wire.Command, m *store.Message) ([]*store.Message, error) {
+	switch topic, group := req.ExtFields["topic"], req.ExtFields["groupName"]; {
+	case req.Code == broker.CodeDeleteTopicInBroker && broker.CheckDeleteTopic(topic) == nil:
+		return t.n.DeleteTopic(topic, m)
+	case req.Code == broker.CodeDeleteSubscriptionGroup && req.ExtFields["cleanOffset"] == "true" &&
+		brokercore.CheckGroupName(group) == nil:
+		return t.n.ForgetGroup(group, m)
 	}
-	var err error
-	switch {
-	case req.Code == broker.CodeDeleteTopicInBroker:
-		err = t.n.DeleteTopic(req.ExtFields["topic"])
-	case req.Code == broker.CodeDeleteSubscriptionGroup && req.ExtFields["cleanOffset"] == "true":
-		err = t.n.ForgetGroup(req.ExtFields["groupName"])
-	default:
-		return resp
-	}
-	if err != nil {
-		t.log.Warn("delete applied, its data not released: the delete repeated finishes it", "code", req.Code, "err", err)
-		return wire.NewResponse(req, wire.ServiceNotAvailable, "deleted, data not released yet (repeat the delete): "+err.Error())
-	}
-	return resp
+	return t.n.ProduceSystem(m)
 }

@@ -132,3 +132,28 @@ func TestDeleteGroupWithCleanOffsetDropsItsOffsetsOnEveryNode(t *testing.T) {
 		require.Equal(t, int64(3), queryOffset(t, s, "dg-keep", "dg-t", 0), "node %d: without cleanOffset the offsets stay", i)
 	}
 }
+
+// A delete the broker refuses by its name rules releases nothing: the
+// admin log's own topic (reserved) stays whole on every node, and the
+// admin changes after it apply as before.
+func TestRefusedDeleteReleasesNothing(t *testing.T) {
+	c := startCluster(t, 3)
+	l := c.leader(30 * time.Second)
+	f := c.nodes[(l+1)%3]
+	resp, err := call(f.BrokerAddr(), adminCmd(broker.CodeDeleteTopicInBroker, map[string]string{"topic": AdminTopic}, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(29), resp.Code, "the broker's refusal: %s", resp.Remark)
+	resp, err = call(f.BrokerAddr(), adminCmd(broker.CodeDeleteSubscriptionGroup, map[string]string{"groupName": "a b", "cleanOffset": "true"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(29), resp.Code, "the broker's refusal: %s", resp.Remark)
+	resp, err = call(f.BrokerAddr(), adminCmd(broker.CodeUpdateAndCreateTopic, map[string]string{"topic": "after-refusal",
+		"readQueueNums": "2", "writeQueueNums": "2"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	c.eachNode("later change applied", func(s *Server) bool { n, ok := s.Topics().Queues("after-refusal"); return ok && n == 2 })
+	for i, s := range c.nodes {
+		st := s.Node().Store()
+		require.Equal(t, int64(0), st.MinOffset(AdminTopic, 0), "node %d: the admin log is whole", i)
+		require.Equal(t, int64(3), st.MaxOffset(AdminTopic, 0), "node %d", i)
+	}
+}
