@@ -18,6 +18,12 @@
 //   - The scheduler's deliveries are raft entries that carry its progress
 //     and apply only on top of the progress they started from, so a
 //     deposed leader delivers nothing and a retried delivery nothing twice.
+//   - DeleteTopic releases a topic (store.DeleteTopic) and drops its
+//     offsets, ForgetGroup drops a group's offsets: raft entries (with the
+//     host's record of the delete, if it gives one), so every node hides
+//     the same messages at the same point of its log (the release points
+//     travel in snapshots). CancelTimer and CancelTimerAt cancel a timer
+//     in the leader's scheduler, part of its progress.
 //   - AddMember / RemoveMember change the voters; every member's client
 //     address (Config.Addr) is replicated before it votes.
 //   - Snapshots carry the store and the small state; a node far behind

@@ -30,6 +30,8 @@ const (
 	kindInit                     // the cluster's identity, first entry of a cluster
 	kindMember                   // a member's client address (routing to the leader)
 	kindProgress                 // scheduler progress without messages (compare-and-set)
+	kindRelease                  // a deleted topic (+ the host's record of it): messages released, offsets dropped (release.go)
+	kindForget                   // a deleted group (+ the host's record of it): its offsets dropped (release.go)
 )
 
 func (k kind) String() string {
@@ -48,6 +50,10 @@ func (k kind) String() string {
 		return "member"
 	case kindProgress:
 		return "progress"
+	case kindRelease:
+		return "release"
+	case kindForget:
+		return "forget"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -75,7 +81,7 @@ type entry struct {
 	Commits  []commitItem
 	Progress []byte // kindDeliver: the scheduler's encoded progress after the delivery
 	Prev     []byte // kindDeliver: the progress the delivery starts from (compare-and-set)
-	Text     string // kindInit: cluster id; kindMember: node id
+	Text     string // kindInit: cluster id; kindMember: node id; kindRelease: topic; kindForget: group
 	Text2    string // kindMember: client address
 }
 
@@ -111,6 +117,12 @@ func encodeEntry(e *entry) []byte {
 	case kindInit, kindMember:
 		b = appendString(b, e.Text)
 		b = appendString(b, e.Text2)
+	case kindRelease, kindForget:
+		b = appendString(b, e.Text)
+		b = binary.AppendUvarint(b, uint64(len(e.Msgs)))
+		for _, m := range e.Msgs {
+			b = appendMsg(b, m)
+		}
 	}
 	return b
 }
@@ -145,6 +157,9 @@ func decodeEntry(b []byte) (*entry, error) {
 		}
 	case kindInit, kindMember:
 		e.Text, e.Text2 = d.string(), d.string()
+	case kindRelease, kindForget:
+		e.Text = d.string()
+		e.Msgs = d.msgs(d.count())
 	default:
 		return nil, fmt.Errorf("unknown kind %d: %w", b[0], errBadEntry)
 	}
