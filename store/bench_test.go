@@ -152,15 +152,17 @@ func BenchmarkAppendSyncGroupConcurrent(b *testing.B) {
 		var wb wal.Batch
 		b.ResetTimer()
 		next := uint64(1)
-		for i := 0; i < b.N; i += 64 {
-			for j := 0; j < 64; j++ {
-				wb.Write(next, rec)
-				next++
+		reportCPU(b, b.N, func() {
+			for i := 0; i < b.N; i += 64 {
+				for j := 0; j < 64; j++ {
+					wb.Write(next, rec)
+					next++
+				}
+				if err := l.WriteBatch(&wb); err != nil { // fsyncs (NoSync false)
+					b.Fatal(err)
+				}
 			}
-			if err := l.WriteBatch(&wb); err != nil { // fsyncs (NoSync false)
-				b.Fatal(err)
-			}
-		}
+		})
 		reportRate(b, int(next-1))
 	})
 	for _, n := range []int{1, 64} {
@@ -171,23 +173,25 @@ func BenchmarkAppendSyncGroupConcurrent(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			var wg sync.WaitGroup
-			for w := 0; w < n; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					lat := make([]time.Duration, 0, b.N/n+1)
-					for i := w; i < b.N; i += n {
-						t0 := time.Now()
-						if err := s.Append(benchMsg(w % 8)); err != nil {
-							b.Error(err)
-							return
+			reportCPU(b, b.N, func() {
+				for w := 0; w < n; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						lat := make([]time.Duration, 0, b.N/n+1)
+						for i := w; i < b.N; i += n {
+							t0 := time.Now()
+							if err := s.Append(benchMsg(w % 8)); err != nil {
+								b.Error(err)
+								return
+							}
+							lat = append(lat, time.Since(t0))
 						}
-						lat = append(lat, time.Since(t0))
-					}
-					lats[w] = lat
-				}()
-			}
-			wg.Wait()
+						lats[w] = lat
+					}()
+				}
+				wg.Wait()
+			})
 			reportRate(b, b.N)
 			st := s.Stats()
 			b.ReportMetric(float64(st.SyncedRecords)/float64(max(st.Syncs, 1)), "msgs/fsync")

@@ -74,6 +74,12 @@ func reportCmd(ctx context.Context, args []string, progress io.Writer) error {
 		_, werr := os.Stdout.Write(doc.Bytes())
 		return errorsJoin(err, werr)
 	}
+	// The modules section (go run . modules) is another command's: keep it.
+	if old, rerr := os.ReadFile(*outPath); rerr == nil {
+		if sec := modulesSection(old); sec != nil {
+			doc.Write(append(append([]byte("\n"), sec...), '\n'))
+		}
+	}
 	return errorsJoin(err, os.WriteFile(*outPath, doc.Bytes(), 0o644))
 }
 
@@ -146,17 +152,18 @@ the reference row's (for reopen: the reference's time over this row's), above 1 
 
 ## What it does not show
 
-- One node: JetStream's durability story is replication; brokercore is a library. Nothing here
-  measures a cluster or a network protocol.
+- One node: JetStream's durability story is replication; brokercore is a library. The tables
+  above measure no cluster and no network protocol; the section below (`+"`go run . modules`"+`, from the
+  other modules' benchmarks) has the raft cluster's and the access control's.
 - brokercore rows are library calls; a broker built on it adds its own protocol.
 - The rows of the RocketMQ-compatible broker (official clients over remoting and gRPC, next to the
-  null brokers that do no broker work) and of the raft cluster (next to a single-node SyncGroup
-  store) live in those modules, which this module does not import. Run them there:
+  null brokers that do no broker work) live in that module, which this module does not import. Run
+  them there:
 
 `+"```sh"+`
 cd examples/rocketmq && go test -run '^$' -bench 'SyncSend16|HTTPBroker' -benchtime 40000x -count 3 ./e2e
 cd examples/rocketmq && go test -run '^$' -bench 'GRPCSend16|GRPCReceiveAck32' -benchtime 20000x -count 3 ./grpcapi
-cd examples/cluster  && go test -run '^$' -bench '^BenchmarkProduce$' -benchtime 2s -count 3 .
+cd examples/cluster  && go test -run '^$' -bench '^BenchmarkProduce$' -benchtime 2s -count 3 ./replica
 `+"```"+`
 `)
 }

@@ -6,6 +6,7 @@
 // Markdown table.
 //
 //	go run . report               # every row; writes ../../BENCHMARKS.md (see report -h)
+//	go run . modules              # the cluster's and ACL's tables (other modules' benchmarks) into it
 //	go run .                      # full run, under 5 minutes on 2 cores
 //	go run . -quick               # under a minute, smaller sizes, 1 repetition
 //	go run . -workloads consume   # only some workloads (append,durable,consume,reopen,timers,pop,queues)
@@ -43,6 +44,11 @@ func mainErr(args []string, out, progress io.Writer) error {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return reportCmd(ctx, args[1:], progress)
+	}
+	if len(args) > 0 && args[0] == "modules" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return modulesCmd(ctx, args[1:], progress)
 	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(progress)

@@ -97,6 +97,11 @@ func (w timedWriter) Write(p []byte) (int, error) {
 // machine, the date and the load average and has every row and the targets.
 func TestReportWritesBenchmarksMD(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	// The modules section is `go run . modules`' own: report keeps it.
+	sec := modulesBegin + "\n### the cluster's table\n" + modulesEnd
+	if err := os.WriteFile(out, []byte("# old\n\n"+sec+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	err := mainErr([]string{"report", "-tiny", "-dir", t.TempDir(), "-o", out}, io.Discard, timedWriter{t})
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +117,12 @@ func TestReportWritesBenchmarksMD(t *testing.T) {
 		if !strings.Contains(doc, want) {
 			t.Errorf("BENCHMARKS.md lacks %q", want)
 		}
+	}
+	if got := string(modulesSection(raw)); got != sec {
+		t.Errorf("modules section %q, want %q", got, sec)
+	}
+	if strings.Contains(doc, "# old") {
+		t.Error("the rest of the old document was kept")
 	}
 	for _, c := range cases(&config{sizes: tinySizes, workloads: allWorkloads}) {
 		if !strings.Contains(doc, "| "+c.system+" |") {

@@ -18,6 +18,12 @@
 //   - The scheduler's deliveries are raft entries that carry its progress
 //     and apply only on top of the progress they started from, so a
 //     deposed leader delivers nothing and a retried delivery nothing twice.
+//   - DeleteTopic releases a topic (store.DeleteTopic) and drops its
+//     offsets, ForgetGroup drops a group's offsets: raft entries (with the
+//     host's record of the delete, if it gives one), so every node hides
+//     the same messages at the same point of its log (the release points
+//     travel in snapshots). CancelTimer and CancelTimerAt cancel a timer
+//     in the leader's scheduler, part of its progress.
 //   - With Config.Transactions, every leader term runs a txn.Manager
 //     (Transactions) rebuilt from the replica after the term's barrier and
 //     closed with the term; its records are raft entries that apply only

@@ -30,6 +30,8 @@ const (
 	kindInit                     // the cluster's identity, first entry of a cluster
 	kindMember                   // a member's client address (routing to the leader)
 	kindProgress                 // scheduler progress without messages (compare-and-set)
+	kindRelease                  // a deleted topic (+ the host's record of it): messages released, offsets dropped (release.go)
+	kindForget                   // a deleted group (+ the host's record of it): its offsets dropped (release.go)
 	kindFenced                   // messages appended as one batch, only in the leader term that proposed them (txn.go)
 )
 
@@ -49,6 +51,10 @@ func (k kind) String() string {
 		return "member"
 	case kindProgress:
 		return "progress"
+	case kindRelease:
+		return "release"
+	case kindForget:
+		return "forget"
 	case kindFenced:
 		return "fenced"
 	}
@@ -78,7 +84,7 @@ type entry struct {
 	Commits  []commitItem
 	Progress []byte // kindDeliver: the scheduler's encoded progress after the delivery
 	Prev     []byte // kindDeliver: the progress the delivery starts from (compare-and-set)
-	Text     string // kindInit: cluster id; kindMember: node id
+	Text     string // kindInit: cluster id; kindMember: node id; kindRelease: topic; kindForget: group
 	Text2    string // kindMember: client address
 	Term     uint64 // kindFenced: the raft term the entry applies in only
 }
@@ -115,6 +121,12 @@ func encodeEntry(e *entry) []byte {
 	case kindInit, kindMember:
 		b = appendString(b, e.Text)
 		b = appendString(b, e.Text2)
+	case kindRelease, kindForget:
+		b = appendString(b, e.Text)
+		b = binary.AppendUvarint(b, uint64(len(e.Msgs)))
+		for _, m := range e.Msgs {
+			b = appendMsg(b, m)
+		}
 	case kindFenced:
 		b = binary.AppendUvarint(b, e.Term)
 		b = binary.AppendUvarint(b, uint64(len(e.Split)))
@@ -159,6 +171,9 @@ func decodeEntry(b []byte) (*entry, error) {
 		}
 	case kindInit, kindMember:
 		e.Text, e.Text2 = d.string(), d.string()
+	case kindRelease, kindForget:
+		e.Text = d.string()
+		e.Msgs = d.msgs(d.count())
 	case kindFenced:
 		e.Term = d.uvarint()
 		if k := d.count(); k > 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,7 @@ type fsm struct {
 	progress []byte
 	cluster  string
 	members  map[string]string // node id -> client address (Config.Addr)
+	released map[string]int64  // deleted topics: the log offset each was released at (release.go)
 	index    uint64            // last raft index applied
 	failed   error             // a store append failed: this node's copy is no longer trustworthy
 
@@ -68,7 +70,7 @@ type applyResult struct {
 }
 
 func newFSM(st *store.Store, log *slog.Logger) *fsm {
-	return &fsm{st: st, log: log, offsets: map[offsetKey]offsetState{}, members: map[string]string{}}
+	return &fsm{st: st, log: log, offsets: map[offsetKey]offsetState{}, members: map[string]string{}, released: map[string]int64{}}
 }
 
 // now is the store's clock: the timestamp of the entry being applied.
@@ -144,6 +146,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 			f.members[e.Text] = e.Text2
 		}
 		return applyResult{}
+	case kindRelease, kindForget:
+		return f.applyDrop(l.Index, e) // release.go
 	}
 	return applyResult{err: fmt.Errorf("kind %d: %w", e.Kind, errBadEntry)}
 }
@@ -426,6 +430,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		Applied:  f.applied,
 		Progress: append([]byte(nil), f.progress...),
 		Members:  map[string]string{},
+		Released: maps.Clone(f.released),
 	}}
 	for k, v := range f.offsets {
 		s.state.Offsets = append(s.state.Offsets, snapOffset{k.group, k.topic, k.queue, v.offset, v.committed, v.epoch})
@@ -452,6 +457,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.members = state.Members
 	if f.members == nil {
 		f.members = map[string]string{}
+	}
+	f.released = state.Released
+	if f.released == nil {
+		f.released = map[string]int64{}
 	}
 	f.offsets = map[offsetKey]offsetState{}
 	for _, o := range state.Offsets {

@@ -218,6 +218,16 @@ func (n *Node) CancelTimer(uniqKey string) error {
 	return t.sched.Cancel(uniqKey)
 }
 
+// CancelTimerAt cancels the pending timer of uniqKey due at at
+// (schedule.Scheduler.CancelAt: RocketMQ's recall, which names the time).
+func (n *Node) CancelTimerAt(uniqKey string, at time.Time) error {
+	t, err := n.services()
+	if err != nil {
+		return err
+	}
+	return t.sched.CancelAt(uniqKey, at)
+}
+
 // FlushOffsets commits the acknowledged offsets now (a graceful handover).
 func (n *Node) FlushOffsets() error {
 	t, err := n.services()

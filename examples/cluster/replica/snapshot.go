@@ -47,6 +47,9 @@ type snapState struct {
 	Progress []byte            `json:"progress,omitempty"`
 	Offsets  []snapOffset      `json:"offsets,omitempty"`
 	Members  map[string]string `json:"members,omitempty"`
+	// Released is every deleted topic's release point (fsm.released):
+	// a restore releases the topic when its store reaches that log offset.
+	Released map[string]int64 `json:"released,omitempty"`
 }
 
 type snapOffset struct {
@@ -150,6 +153,7 @@ func restoreSnapshot(r io.Reader, st *store.Store, setAt func(time.Time)) (snapS
 		return state, fmt.Errorf("snapshot: bad message count: %w", errBadEntry)
 	}
 	next := st.Stats().LogNext
+	rel := newReleases(state.Released, next)
 	var batch []*store.Message
 	flush := func() error {
 		if len(batch) == 0 {
@@ -189,6 +193,16 @@ func restoreSnapshot(r io.Reader, st *store.Store, setAt func(time.Time)) (snapS
 		case m.LogOffset > pending:
 			return state, fmt.Errorf("snapshot: starts at log offset %d, this store ends at %d: %w", m.LogOffset, pending, ErrDiverged)
 		}
+		if rel.due(pending) {
+			// A topic deleted at this point of the log: released before
+			// anything after it is appended, as the log applied it.
+			if err := flush(); err != nil {
+				return state, fmt.Errorf("snapshot: append: %w", err)
+			}
+			if err := rel.apply(st, next); err != nil {
+				return state, err
+			}
+		}
 		if len(batch) > 0 && (!batch[0].StoredAt.Equal(m.StoredAt) || len(batch) == 256) {
 			if err := flush(); err != nil {
 				return state, fmt.Errorf("snapshot: append: %w", err)
@@ -198,6 +212,9 @@ func restoreSnapshot(r io.Reader, st *store.Store, setAt func(time.Time)) (snapS
 	}
 	if err := flush(); err != nil {
 		return state, fmt.Errorf("snapshot: append: %w", err)
+	}
+	if err := rel.apply(st, next); err != nil {
+		return state, err
 	}
 	if next < state.Applied {
 		return state, fmt.Errorf("snapshot: store ends at %d, snapshot at %d: %w", next, state.Applied, ErrDiverged)

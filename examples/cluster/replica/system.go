@@ -19,16 +19,24 @@ import (
 // limits; anything else is ErrInvalid before anything is proposed. Only
 // the leader accepts it.
 func (n *Node) ProduceSystem(msgs ...*store.Message) ([]*store.Message, error) {
-	for i, m := range msgs {
-		if m == nil {
-			return nil, fmt.Errorf("produce system: message %d: nil: %w", i, ErrInvalid)
-		}
-		if err := brokercore.CheckTopicName(m.Topic); err != nil {
-			return nil, fmt.Errorf("produce system: message %d: %w: %w", i, ErrInvalid, err)
-		}
-		if !brokercore.ReservedTopic(m.Topic) {
-			return nil, fmt.Errorf("produce system: message %d: topic %q is not reserved (Produce writes clients' topics): %w", i, m.Topic, ErrInvalid)
-		}
+	if err := checkSystem(msgs); err != nil {
+		return nil, err
 	}
 	return n.produce(msgs)
+}
+
+// checkSystem is ProduceSystem's check of the host's messages.
+func checkSystem(msgs []*store.Message) error {
+	for i, m := range msgs {
+		if m == nil {
+			return fmt.Errorf("produce system: message %d: nil: %w", i, ErrInvalid)
+		}
+		if err := brokercore.CheckTopicName(m.Topic); err != nil {
+			return fmt.Errorf("produce system: message %d: %w: %w", i, ErrInvalid, err)
+		}
+		if !brokercore.ReservedTopic(m.Topic) {
+			return fmt.Errorf("produce system: message %d: topic %q is not reserved (Produce writes clients' topics): %w", i, m.Topic, ErrInvalid)
+		}
+	}
+	return nil
 }

@@ -44,7 +44,8 @@
 //     MESSAGE_PROPERTY_CONFLICT_WITH_TYPE (Apache's answer for a type its
 //     topic does not accept) and SyncLiteSubscription NOT_IMPLEMENTED.
 //   - RecallMessage: cancels a DELAY message's timer by that handle
-//     (schedule.Scheduler.CancelAt), with Apache's answers.
+//     (schedule.Scheduler.CancelAt, or a Writer's host's Options.Timers),
+//     with Apache's answers.
 //   - ReceiveMessage: a pop (pop.Service) across all the topic's queues —
 //     the requested queue only selects the broker — with the request's batch
 //     size, invisible time (Options.PushInvisible when none is given, as for

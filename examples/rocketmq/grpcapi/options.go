@@ -158,6 +158,9 @@ type Options struct {
 	// core's leader runs its own).
 	Writer Writer
 	Pop    Popper
+	// Timers, if set, cancels the timers RecallMessage names (a Writer's
+	// scheduler; the Broker's Scheduler otherwise).
+	Timers Timers
 	// UnaryInterceptors and StreamInterceptors run before the server's own
 	// handlers (after its metrics and ACL): a replicated host forwards the
 	// calls that need the leader with them.

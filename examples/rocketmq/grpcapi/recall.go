@@ -76,8 +76,9 @@ func (s *Server) recallHandleFor(topic, id string, m *store.Message) string {
 
 // RecallMessage cancels a scheduled (DELAY) message by the recall handle
 // its send answered, through the scheduler's timer cancel
-// (schedule.Scheduler.CancelAt). The answers are Apache's proxy's: a bad
-// topic name is ILLEGAL_TOPIC; a handle that does not decode, names
+// (schedule.Scheduler.CancelAt, or Options.Timers': a Timers refusing
+// with ErrNotWritable is UNAVAILABLE). The answers are Apache's proxy's:
+// a bad topic name is ILLEGAL_TOPIC; a handle that does not decode, names
 // another topic or broker, or a time already passed is
 // INTERNAL_SERVER_ERROR with Apache's words (its broker's ILLEGAL_OPERATION,
 // which the proxy maps so); recalling twice is OK. One difference: a
@@ -92,8 +93,11 @@ func (s *Server) RecallMessage(ctx context.Context, req *v2.RecallMessageRequest
 	if !validTopic(topic) {
 		return refuse(status(v2.Code_ILLEGAL_TOPIC, "illegal topic name %q", topic))
 	}
-	sched := s.b.Scheduler()
-	if sched == nil {
+	timers := s.opts.Timers
+	if sched := s.b.Scheduler(); timers == nil && sched != nil {
+		timers = sched
+	}
+	if timers == nil {
 		return refuse(status(v2.Code_UNSUPPORTED, "recall failed, the broker has no timer scheduler"))
 	}
 	h, err := parseRecallHandle(req.GetRecallHandle())
@@ -107,9 +111,11 @@ func (s *Server) RecallMessage(ctx context.Context, req *v2.RecallMessageRequest
 	case h.dueMS < 0 || h.dueMS+1 <= s.opts.Now().UnixMilli():
 		return refuse(status(v2.Code_INTERNAL_SERVER_ERROR, "recall failed, timestamp invalid"))
 	}
-	err = sched.CancelAt(h.id, time.UnixMilli(h.dueMS))
+	err = timers.CancelAt(h.id, time.UnixMilli(h.dueMS))
 	switch {
 	case err == nil, errors.Is(err, schedule.ErrCancelled):
+	case errors.Is(err, ErrNotWritable):
+		return nil, unavailable(err) // the client retries (a follower forwards to the leader)
 	case errors.Is(err, schedule.ErrTimerNotFound):
 		return refuse(status(v2.Code_NOT_FOUND, "recall failed, no scheduled message %s at %d on topic %s", h.id, h.dueMS, topic))
 	case errors.Is(err, schedule.ErrDelivered):

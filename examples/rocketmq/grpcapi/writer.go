@@ -19,7 +19,8 @@ import (
 // reading) only once they are committed. With a Writer the server never
 // appends to the store itself; DELAY messages go to AppendAt unrewritten
 // (the Writer's scheduler rewrites them), transactional ones are refused
-// (unless the Broker has transactions) and RecallMessage is UNSUPPORTED.
+// (unless the Broker has transactions) and RecallMessage is UNSUPPORTED
+// unless Options.Timers cancels the Writer's timers.
 type Writer interface {
 	// Append stores msgs as one atomic batch and sets their LogOffset and
 	// QueueOffset.
@@ -30,6 +31,14 @@ type Writer interface {
 	// DeadLetter stores m, which group's consumer gave up on, in group's
 	// dead-letter topic.
 	DeadLetter(group string, m *store.Message) error
+}
+
+// Timers cancels the timers of a host that schedules them itself
+// (Options.Timers): a replicated core's leader scheduler. CancelAt is
+// schedule.Scheduler.CancelAt's contract (its errors included); an error
+// wrapping ErrNotWritable is UNAVAILABLE.
+type Timers interface {
+	CancelAt(uniqKey string, at time.Time) error
 }
 
 // Popper is the pop service of a host that runs its own (Options.Pop): a
@@ -96,7 +105,11 @@ func (s *Server) write(ctx context.Context, req *v2.SendMessageRequest, msgs []*
 	}
 	entries := make([]*v2.SendResultEntry, len(msgs))
 	for i, m := range msgs {
-		entries[i] = &v2.SendResultEntry{Status: ok(), MessageId: req.GetMessages()[i].GetSystemProperties().GetMessageId(), Offset: m.QueueOffset}
+		id := req.GetMessages()[i].GetSystemProperties().GetMessageId()
+		entries[i] = &v2.SendResultEntry{Status: ok(), MessageId: id, Offset: m.QueueOffset}
+		if s.opts.Timers != nil { // a handle only where RecallMessage can use it
+			entries[i].RecallHandle = s.recallHandleFor(req.GetMessages()[i].GetTopic().GetName(), id, m)
+		}
 	}
 	return &v2.SendMessageResponse{Status: ok(), Entries: entries}, nil
 }

@@ -3,6 +3,7 @@ package grpcapi_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/grpcapi"
 	"github.com/brokercore/brokercore/pop"
+	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
 )
 
@@ -168,4 +170,83 @@ func TestClientLongPollingFromSettings(t *testing.T) {
 	_, err = s.Recv()
 	require.NoError(t, err)
 	require.Equal(t, 7*time.Second, b.srv.ClientLongPolling("lp-client"))
+}
+
+// timerWriter stores a DELAY message as a scheduler would (in TimerTopic,
+// its time in PropTimerDeliverMS); cancels records the Timers' cancels.
+type timerWriter struct {
+	recWriter
+	cancels []string
+	err     error
+}
+
+func (w *timerWriter) AppendAt(m *store.Message, at time.Time) (*store.Message, error) {
+	return &store.Message{Topic: schedule.TimerTopic, QueueOffset: 7,
+		Properties: map[string]string{schedule.PropTimerDeliverMS: strconv.FormatInt(at.UnixMilli(), 10)}}, nil
+}
+
+func (w *timerWriter) CancelAt(key string, at time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	w.cancels = append(w.cancels, key+"@"+strconv.FormatInt(at.UnixMilli(), 10))
+	return nil
+}
+
+// With a Writer and Options.Timers a DELAY message's send answers a recall
+// handle, and RecallMessage cancels through the Timers (a replicated
+// core's leader scheduler); its ErrNotWritable is UNAVAILABLE. Without
+// Timers a Writer's sends answer none (RecallMessage is UNSUPPORTED).
+func TestWriterTimersServeRecallMessage(t *testing.T) {
+	t.Parallel()
+	for _, withTimers := range []bool{true, false} {
+		dir := t.TempDir()
+		c := openCore(t, dir, 16)
+		w := &timerWriter{recWriter: recWriter{st: c.Store()}}
+		opts := grpcapi.Options{CertDir: dir, Writer: w, BrokerName: "broker-a"}
+		if withTimers {
+			opts.Timers = w
+		}
+		srv, err := grpcapi.New(c, opts)
+		require.NoError(t, err)
+		addr, err := srv.Listen("127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = srv.Close() })
+		rc := rawClient(t, addr.String())
+		ctx, cancel := context.WithTimeout(withClientID(context.Background(), "recall-test"), 20*time.Second)
+		defer cancel()
+
+		due := time.Now().Add(time.Hour)
+		dreq := sendReq("orders")
+		dreq.Messages[0].SystemProperties.MessageType = v2.MessageType_DELAY
+		dreq.Messages[0].SystemProperties.DeliveryTimestamp = timestamppb.New(due)
+		resp, err := rc.SendMessage(ctx, dreq)
+		require.NoError(t, err)
+		require.Equal(t, v2.Code_OK, resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+		h := resp.GetEntries()[0].GetRecallHandle()
+		if !withTimers {
+			require.Empty(t, h, "no handle where RecallMessage cannot use it")
+			continue
+		}
+		require.NotEmpty(t, h)
+		rr, err := rc.RecallMessage(ctx, &v2.RecallMessageRequest{Topic: &v2.Resource{Name: "orders"}, RecallHandle: h})
+		require.NoError(t, err)
+		require.Equal(t, v2.Code_OK, rr.GetStatus().GetCode(), rr.GetStatus().GetMessage())
+		id := dreq.Messages[0].SystemProperties.MessageId
+		require.Equal(t, []string{id + "@" + strconv.FormatInt(due.UnixMilli(), 10)}, w.cancels)
+
+		w.mu.Lock()
+		w.err = errors.Join(grpcapi.ErrNotWritable, errors.New("leader is n2"))
+		w.mu.Unlock()
+		_, err = rc.RecallMessage(ctx, &v2.RecallMessageRequest{Topic: &v2.Resource{Name: "orders"}, RecallHandle: h})
+		require.Equal(t, codes.Unavailable, grpcstatus.Code(err), "%v", err)
+		w.mu.Lock()
+		w.err = schedule.ErrTimerNotFound
+		w.mu.Unlock()
+		rr, err = rc.RecallMessage(ctx, &v2.RecallMessageRequest{Topic: &v2.Resource{Name: "orders"}, RecallHandle: h})
+		require.NoError(t, err)
+		require.Equal(t, v2.Code_NOT_FOUND, rr.GetStatus().GetCode(), rr.GetStatus().GetMessage())
+	}
 }

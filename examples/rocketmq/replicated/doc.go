@@ -77,7 +77,10 @@
 // a leader's death are delivered again (at once) and acks of the last
 // replica.Config.CommitEvery may be repeated: consumers see redeliveries.
 // DELAY messages go through the replicated scheduler, TRANSACTION ones
-// through the leader's transaction manager; RecallMessage is UNSUPPORTED.
+// through the leader's transaction manager (above). RecallMessage (a
+// follower forwards it) cancels the timer in the leader's scheduler, and
+// the cancel is part of the scheduler's replicated progress, so the next
+// leader never delivers it either (recall.go).
 //
 // The admin's table changes (UPDATE_AND_CREATE_TOPIC,
 // DELETE_TOPIC_IN_BROKER, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
@@ -86,13 +89,23 @@
 // configuration (queue numbers, permission, message.type) and subscription
 // groups (orderly groups are FIFO over gRPC too), so routes and FIFO queue
 // choices agree on every node. Topics created on first use are every
-// node's own, with the same defaults.
+// node's own, with the same defaults. A DELETE_TOPIC_IN_BROKER is logged
+// in the raft entry that releases the topic's messages and every group's
+// offsets of it, a DELETE_SUBSCRIPTIONGROUP with cleanOffset in the one
+// that drops the group's committed offsets (release.go,
+// replica.Node.DeleteTopic and ForgetGroup): every node does it at the
+// same point of its log, so reads of the topic are empty on every node,
+// its queue offsets are never handed out again, and a consumer of the
+// group started afterwards on any node starts from its consume-from rule.
+// The release point is in snapshots, and a node restored from one ends
+// identical.
 //
-// Not replicated (yet): orderly queue locks (every
-// node has its own table: a new leader starts with none), a deleted
-// group's committed offsets (cleanOffset clears the node's local ones
-// only), a deleted topic's messages and offsets (its route and
-// configuration go; the data stays until retention, where a single broker
-// releases it at once), the metrics and admin HTTP endpoint, and ACL (the program refuses
-// -acl with -raft-id).
+// Orderly queue locks (LOCK_BATCH_MQ) are every node's own, as every
+// Apache broker's (RebalanceLockManager, lockInStrictMode off): the
+// leader grants them, a follower grants none, so a client locks at the
+// leader its routes name; a new leader starts with an empty table
+// (locks.go).
+//
+// Not replicated (yet): the metrics and admin HTTP endpoint, and ACL (the
+// program refuses -acl with -raft-id).
 package replicated

@@ -57,6 +57,9 @@ func isSend(code int16) bool {
 // The admin's table changes (broker.TableChange) go through raft
 // (tables.go): the leader logs them, a follower forwards them.
 func (h *handler) Serve(ctx context.Context, c *transport.Conn, req *wire.Command) *wire.Command {
+	if req.Code == wire.CodeLockBatchMQ && !h.n.IsLeader() {
+		return h.grantNone(req) // locks.go: queue locks are the leader's
+	}
 	change := broker.TableChange(req.Code)
 	if req.ExtFields[forwardedField] != "" {
 		h.b.RelayConn(c) // a follower's: never asked about a transaction (txn.go)

@@ -78,6 +78,7 @@ func (s *Server) startGRPC() error {
 		TopicMessageType:   s.topicConfigs.MessageType,
 		Writer:             gwriter{s.node},
 		Pop:                gpop{s.node},
+		Timers:             gtimers{s.node}, // RecallMessage (recall.go)
 		UnaryInterceptors:  []grpc.UnaryServerInterceptor{f.unary},
 		StreamInterceptors: []grpc.StreamServerInterceptor{f.stream},
 	})
@@ -116,7 +117,7 @@ func (s *Server) GRPCAddr() string { return s.grpcAddr }
 // gcore is what the gRPC server reads: the replica's store and the node's
 // consumer registry. Its pop service and writes are the leader's (gpop,
 // gwriter), and it has no scheduler of its own (DELAY messages go through
-// the replicated one; RecallMessage is UNSUPPORTED).
+// the replicated one, which RecallMessage cancels: gtimers).
 type gcore struct {
 	st        *store.Store
 	consumers *consumer.Registry

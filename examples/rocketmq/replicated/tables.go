@@ -155,7 +155,7 @@ func (t *tables) propose(ctx context.Context, stop <-chan struct{}, req *wire.Co
 	if err != nil {
 		return wire.NewResponse(req, wire.SystemError, err.Error())
 	}
-	out, err := t.n.ProduceSystem(&store.Message{Topic: AdminTopic, Body: body})
+	out, err := t.logChange(req, &store.Message{Topic: AdminTopic, Body: body}) // release.go
 	if err != nil {
 		code := wire.SystemError
 		if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrNotCommitted) || errors.Is(err, replica.ErrClosed) {

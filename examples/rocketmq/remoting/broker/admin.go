@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -122,13 +123,29 @@ func (b *Broker) updateTopic(req *wire.Command) *wire.Command {
 	return b.ok(req, nil)
 }
 
-func (b *Broker) deleteTopic(req *wire.Command) *wire.Command {
-	name := req.ExtFields["topic"]
+// errSystemTopic refuses the delete of a reserved topic.
+var errSystemTopic = errors.New("is conflict with system topic")
+
+// CheckDeleteTopic is DELETE_TOPIC_IN_BROKER's rule for the name: a valid
+// topic name, not a reserved topic (but a group's retry or dead-letter
+// topic). A replicated host checks it before it releases the topic's data
+// in the same log entry as the delete.
+func CheckDeleteTopic(name string) error {
 	if err := brokercore.CheckTopicName(name); err != nil {
-		return refusal(req, err)
+		return err
 	}
 	if brokercore.ReservedTopic(name) && !isRetryOrDLQ(name) {
+		return fmt.Errorf("the topic[%s] %w", name, errSystemTopic)
+	}
+	return nil
+}
+
+func (b *Broker) deleteTopic(req *wire.Command) *wire.Command {
+	name := req.ExtFields["topic"]
+	if err := CheckDeleteTopic(name); errors.Is(err, errSystemTopic) {
 		return wire.NewResponse(req, codeInvalidParameter, "The topic["+name+"] is conflict with system topic.")
+	} else if err != nil {
+		return refusal(req, err)
 	}
 	if err := b.topics.Remove(name); err != nil {
 		return refusal(req, err)
@@ -143,17 +160,20 @@ func (b *Broker) deleteTopic(req *wire.Command) *wire.Command {
 	// and stay. Each step is durable and idempotent: after a kill between
 	// two, the delete repeated finishes the rest.
 	//
-	// Not with a Writer (a replicated core): its store and offsets change
-	// only through the writer's log, and a release applied by each node at
-	// its own moment would hide different messages on each. There the
-	// route and configuration go and the data stays until retention.
-	if b.opts.Writer != nil {
-		b.log.Info("topic deleted", "topic", name, "data", "kept")
-		return b.ok(req, nil)
-	}
 	if err := b.core.Offsets().PurgeTopic(name); err != nil {
 		b.log.Error("delete topic: offsets", "topic", name, "err", err)
 		return wire.NewResponse(req, wire.SystemError, err.Error())
+	}
+	// Not the store with a Writer (a replicated core): its store and
+	// committed offsets change only through the writer's log, and a
+	// release applied by each node at its own moment would hide different
+	// messages on each. The host releases the topic in its log, in the
+	// entry that logs this delete (examples/rocketmq/replicated's
+	// release.go); here only the node's own offset table (the broker's
+	// views) goes.
+	if b.opts.Writer != nil {
+		b.log.Info("topic deleted", "topic", name, "data", "released by the writer's log")
+		return b.ok(req, nil)
 	}
 	if err := b.st.DeleteTopic(name); err != nil {
 		b.log.Error("delete topic: store", "topic", name, "err", err)

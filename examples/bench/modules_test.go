@@ -1,0 +1,54 @@
+package main
+
+import (
+	"maps"
+	"testing"
+)
+
+func TestParseBenchLineReadsEveryMetric(t *testing.T) {
+	m, ok := parseBenchLine("BenchmarkProduceGroups/single/SyncGroup/producers=64-2   \t  120000\t     16600 ns/op\t  60241 msgs/s\t  28.5 cpu-µs/msg\t 1.71 cores")
+	want := metrics{"ns/op": 16600, "msgs/s": 60241, "cpu-µs/msg": 28.5, "cores": 1.71}
+	if !ok || !maps.Equal(m, want) {
+		t.Fatalf("got %v %v, want %v", m, ok, want)
+	}
+	for _, bad := range []string{"", "PASS", "ok  	x	1.2s", "BenchmarkX-2 notanumber 1 ns/op", "BenchmarkX-2 10 1", "BenchmarkX-2 10 x ns/op", "--- BENCH: BenchmarkX-2"} {
+		if m, ok := parseBenchLine(bad); ok {
+			t.Errorf("%q parsed as %v", bad, m)
+		}
+	}
+}
+
+func TestModulesSectionIsReplacedInPlaceOrAppended(t *testing.T) {
+	sec := []byte(modulesBegin + "\nnew\n" + modulesEnd + "\n")
+	if got, want := string(replaceModulesSection([]byte("# B\n\ntext\n"), sec)), "# B\n\ntext\n\n"+string(sec); got != want {
+		t.Errorf("appended: got %q, want %q", got, want)
+	}
+	doc := []byte("# B\n\n" + modulesBegin + "\nold\n" + modulesEnd + "\n\n## after\n")
+	got := replaceModulesSection(doc, sec)
+	if want := "# B\n\n" + modulesBegin + "\nnew\n" + modulesEnd + "\n\n## after\n"; string(got) != want {
+		t.Errorf("replaced: got %q, want %q", got, want)
+	}
+	if s := string(modulesSection(got)); s != modulesBegin+"\nnew\n"+modulesEnd {
+		t.Errorf("section %q", s)
+	}
+	if s := modulesSection([]byte("# B\n")); s != nil {
+		t.Errorf("no markers: %q", s)
+	}
+	if s := modulesSection([]byte(modulesEnd + "\n" + modulesBegin)); s != nil {
+		t.Errorf("markers out of order are no section: %q", s)
+	}
+}
+
+func TestPerRoundRatioIsTheMedianOfEachRoundsOwnRatio(t *testing.T) {
+	a := []metrics{{"x": 2}, {"x": 9}, {"x": 3}}
+	b := []metrics{{"x": 1}, {"x": 3}, {"x": 3}}
+	if r := perRound(a, b, "x"); r != 2 { // ratios 2, 3, 1
+		t.Errorf("per-round %v, want 2", r)
+	}
+	if s, ok := statOf(a, "x"); !ok || s != (stat{3, 2, 9}) {
+		t.Errorf("stat %v %v", s, ok)
+	}
+	if _, ok := statOf(a, "y"); ok {
+		t.Error("a metric no round has")
+	}
+}
