@@ -29,6 +29,10 @@ import (
 // other than its own.
 type batcher struct {
 	n *Node
+	// fenced, when set, makes the entries kindFenced of term (one leader
+	// term's transaction records, txn.go) instead of kindProduce.
+	fenced bool
+	term   uint64
 
 	mu      sync.Mutex
 	queue   []*pending
@@ -184,6 +188,9 @@ func (b *batcher) next() *group {
 // else hands the wait to its first producer.
 func (b *batcher) launch(g *group, me *pending) {
 	e := &entry{Kind: kindProduce}
+	if b.fenced {
+		e.Kind, e.Term = kindFenced, b.term
+	}
 	if len(g.members) > 1 {
 		e.Split = make([]int, len(g.members))
 	}

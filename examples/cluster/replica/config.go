@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore/store"
+	"github.com/brokercore/brokercore/txn"
 	"github.com/hashicorp/raft"
 )
 
@@ -92,6 +93,15 @@ type Config struct {
 	// indexes besides Keys (store.Options.KeyProperties): a RocketMQ host
 	// passes "UNIQ_KEY" so that messages are found by their id.
 	KeyProperties []string
+
+	// Transactions, when not nil, runs RocketMQ's transactional messages
+	// on the leader: every leader term builds a txn.Manager with these
+	// options over the replica (txn.go, Node.Transactions). Its Now is
+	// replaced by Now (the records' StoredAt are Now's readings and due
+	// times count from them), its Logger defaults to Logger; ProgressPath,
+	// when set, is written by every term's Manager in turn (it is only a
+	// hint where reading may start).
+	Transactions *txn.Options
 
 	ApplyTimeout      time.Duration
 	HeartbeatTimeout  time.Duration

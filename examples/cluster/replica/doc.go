@@ -24,6 +24,11 @@
 //     the same messages at the same point of its log (the release points
 //     travel in snapshots). CancelTimer and CancelTimerAt cancel a timer
 //     in the leader's scheduler, part of its progress.
+//   - With Config.Transactions, every leader term runs a txn.Manager
+//     (Transactions) rebuilt from the replica after the term's barrier and
+//     closed with the term; its records are raft entries that apply only
+//     in that term (a commit's real message and op record one batch), so
+//     only the leader of the moment appends them or checks back.
 //   - AddMember / RemoveMember change the voters; every member's client
 //     address (Config.Addr) is replicated before it votes.
 //   - Snapshots carry the store and the small state; a node far behind

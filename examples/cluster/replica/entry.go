@@ -32,6 +32,7 @@ const (
 	kindProgress                 // scheduler progress without messages (compare-and-set)
 	kindRelease                  // a deleted topic (+ the host's record of it): messages released, offsets dropped (release.go)
 	kindForget                   // a deleted group (+ the host's record of it): its offsets dropped (release.go)
+	kindFenced                   // messages appended as one batch, only in the leader term that proposed them (txn.go)
 )
 
 func (k kind) String() string {
@@ -54,6 +55,8 @@ func (k kind) String() string {
 		return "release"
 	case kindForget:
 		return "forget"
+	case kindFenced:
+		return "fenced"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -77,12 +80,13 @@ type entry struct {
 	Kind     kind
 	At       time.Time // the leader's clock when it proposed the entry
 	Msgs     []*store.Message
-	Split    []int // kindProduce: sizes of the producers' batches Msgs joins (nil = one batch)
+	Split    []int // kindProduce, kindFenced: sizes of the producers' batches Msgs joins (nil = one batch)
 	Commits  []commitItem
 	Progress []byte // kindDeliver: the scheduler's encoded progress after the delivery
 	Prev     []byte // kindDeliver: the progress the delivery starts from (compare-and-set)
 	Text     string // kindInit: cluster id; kindMember: node id; kindRelease: topic; kindForget: group
 	Text2    string // kindMember: client address
+	Term     uint64 // kindFenced: the raft term the entry applies in only
 }
 
 func encodeEntry(e *entry) []byte {
@@ -123,6 +127,16 @@ func encodeEntry(e *entry) []byte {
 		for _, m := range e.Msgs {
 			b = appendMsg(b, m)
 		}
+	case kindFenced:
+		b = binary.AppendUvarint(b, e.Term)
+		b = binary.AppendUvarint(b, uint64(len(e.Split)))
+		for _, n := range e.Split {
+			b = binary.AppendUvarint(b, uint64(n))
+		}
+		b = binary.AppendUvarint(b, uint64(len(e.Msgs)))
+		for _, m := range e.Msgs {
+			b = appendMsg(b, m)
+		}
 	}
 	return b
 }
@@ -159,6 +173,15 @@ func decodeEntry(b []byte) (*entry, error) {
 		e.Text, e.Text2 = d.string(), d.string()
 	case kindRelease, kindForget:
 		e.Text = d.string()
+		e.Msgs = d.msgs(d.count())
+	case kindFenced:
+		e.Term = d.uvarint()
+		if k := d.count(); k > 0 {
+			e.Split = make([]int, 0, k)
+			for i := 0; i < k && d.err == nil; i++ {
+				e.Split = append(e.Split, int(min(d.uvarint(), maxEntryItems)))
+			}
+		}
 		e.Msgs = d.msgs(d.count())
 	default:
 		return nil, fmt.Errorf("unknown kind %d: %w", b[0], errBadEntry)

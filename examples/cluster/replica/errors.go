@@ -45,6 +45,10 @@ var (
 	// it was applied, and the leader restarts its scheduler from the
 	// replicated progress.
 	ErrStaleProgress = errors.New("scheduler delivery from stale progress")
+	// ErrStaleTerm: a fenced entry (a transaction's records, txn.go) was
+	// committed in another raft term than the leader term that proposed
+	// it; nothing of it was applied, on any node.
+	ErrStaleTerm = errors.New("entry proposed for another leader term")
 	// ErrSnapshotTooLarge: the replicated small state (mostly consumer
 	// offsets) is over DefaultMaxSnapshotState; no snapshot is taken (raft
 	// keeps its log and tries again), every node keeps running.

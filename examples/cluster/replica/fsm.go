@@ -106,6 +106,11 @@ func (f *fsm) Apply(l *raft.Log) any {
 	switch e.Kind {
 	case kindProduce, kindDeliver:
 		return f.applyMessages(l.Index, e)
+	case kindFenced:
+		if l.Term != e.Term {
+			return applyResult{err: fmt.Errorf("entry of term %d at index %d, proposed for term %d: %w: %w", l.Term, l.Index, e.Term, ErrRejected, ErrStaleTerm)}
+		}
+		return f.applyMessages(l.Index, e)
 	case kindProgress:
 		if !bytes.Equal(f.progress, e.Prev) {
 			return applyResult{err: fmt.Errorf("progress at index %d: %w", l.Index, ErrStaleProgress)}

@@ -24,6 +24,8 @@ func FuzzDecodeEntry(f *testing.F) {
 		{Kind: kindMember, Text: "n1", Text2: "127.0.0.1:1"},
 		{Kind: kindRelease, At: at, Text: "t", Msgs: []*store.Message{{Topic: "RMQ_SYS_X", Body: []byte("delete t")}}},
 		{Kind: kindForget, Text: "g"},
+		{Kind: kindFenced, At: at, Term: 7, Msgs: []*store.Message{{Topic: "t"}, {Topic: "RMQ_SYS_TRANS_OP_HALF_TOPIC", Body: []byte("0")}}},
+		{Kind: kindFenced, At: at, Term: 7, Split: []int{1, 1}, Msgs: []*store.Message{{Topic: "t"}, {Topic: "u"}}},
 	} {
 		f.Add(encodeEntry(e))
 	}

@@ -81,6 +81,11 @@ func OpenGroups(cfg Config, groups int) (*Groups, error) {
 	if cfg.Transport != nil {
 		return nil, fmt.Errorf("groups: one Transport cannot carry %d raft groups (set RaftAddr): %w", groups, ErrInvalid)
 	}
+	if cfg.Transactions != nil {
+		// A commit appends its real message (queue q, group q mod N) and
+		// its op record (queue 0) as one batch: one group only.
+		return nil, fmt.Errorf("groups: transactions need one raft group, not %d: %w", groups, ErrInvalid)
+	}
 	if cfg.Dir == "" || cfg.RaftAddr == "" {
 		return nil, fmt.Errorf("groups: Dir and RaftAddr are required: %w", ErrInvalid)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
+	"github.com/brokercore/brokercore/txn"
 )
 
 // DeadLetterPrefix is brokercore's: dead letters of group G go to "%DLQ%G".
@@ -32,6 +33,7 @@ type leaderTerm struct {
 	offsets  *raftOffsets
 	sched    *schedule.Scheduler
 	slog     *schedLog
+	txns     *txn.Manager // nil without Config.Transactions (txn.go)
 }
 
 // beginTerm starts the leader services for raftTerm (read before the
@@ -56,8 +58,15 @@ func (n *Node) beginTerm(raftTerm uint64) error {
 		offs.close(false)
 		return fmt.Errorf("scheduler: %w", err)
 	}
+	tm, err := n.newTransactions(raftTerm)
+	if err != nil {
+		_ = sched.Close()
+		_ = p.Close()
+		offs.close(false)
+		return fmt.Errorf("transactions: %w", err)
+	}
 	n.termMu.Lock()
-	n.term = &leaderTerm{raftTerm: raftTerm, pop: p, offsets: offs, sched: sched, slog: sl}
+	n.term = &leaderTerm{raftTerm: raftTerm, pop: p, offsets: offs, sched: sched, slog: sl, txns: tm}
 	n.termMu.Unlock()
 	n.log.Info("cluster: leading", "term", n.raft.CurrentTerm(), "applied_index", n.raft.AppliedIndex())
 	return nil
@@ -73,6 +82,13 @@ func (n *Node) endTerm(reason string) {
 	n.termMu.Unlock()
 	if t == nil {
 		return
+	}
+	if t.txns != nil {
+		// First: its appends in flight end (raft answers them), its
+		// driver sends no check from now on.
+		if err := t.txns.Close(); err != nil {
+			n.log.Warn("cluster: transactions stop", "err", err)
+		}
 	}
 	if err := t.sched.Close(); err != nil {
 		n.log.Warn("cluster: scheduler stop", "err", err)

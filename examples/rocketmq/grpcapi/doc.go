@@ -35,7 +35,9 @@
 //     rollback is decided (txn.Manager.EndAsync: Apache's proxy forwards
 //     it oneway), and an open transaction is checked back with a live
 //     producer of its topic, as a RecoverOrphanedTransactionCommand on its
-//     Telemetry stream.
+//     Telemetry stream. A Broker whose manager runs only at times (a
+//     replicated node's, while it leads) says so with TransactionsNow: an
+//     ErrNotWritable there fails the call with UNAVAILABLE.
 //   - Priority (RocketMQ 5.4) and lite-topic (5.5) messages are not
 //     supported: routes never list them among the accepted types (the
 //     stock producer refuses such a send itself), a send of one is

@@ -48,8 +48,8 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 		}
 		msgs = append(msgs, m)
 	}
-	if resp := s.sendHalf(ctx, req, msgs); resp != nil { // transaction.go
-		return resp, nil
+	if resp, err := s.sendHalf(ctx, req, msgs); resp != nil || err != nil { // transaction.go
+		return resp, err
 	}
 	if s.opts.Writer != nil {
 		return s.write(ctx, req, msgs) // writer.go

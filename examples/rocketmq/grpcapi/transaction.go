@@ -30,11 +30,26 @@ type transactions interface {
 	Transactions() *txn.Manager
 }
 
-func (s *Server) txns() *txn.Manager {
-	if t, ok := s.b.(transactions); ok {
-		return t.Transactions()
+// transactionsNow is the optional capability of a Broker whose transaction
+// manager runs only at times (a replicated node's, while it leads): an
+// error wrapping ErrNotWritable says there is none here now, and a
+// TRANSACTION send or EndTransaction fails with UNAVAILABLE (the client
+// reconnects and resends).
+type transactionsNow interface {
+	TransactionsNow() (*txn.Manager, error)
+}
+
+// errNoTransactions: the Broker has no transaction manager at all.
+var errNoTransactions = errors.New("transactions need a broker with a transaction manager")
+
+func (s *Server) txns() (*txn.Manager, error) {
+	if t, ok := s.b.(transactionsNow); ok {
+		return t.TransactionsNow()
 	}
-	return nil
+	if t, ok := s.b.(transactions); ok && t.Transactions() != nil {
+		return t.Transactions(), nil
+	}
+	return nil, errNoTransactions
 }
 
 // txnIDPrefix starts every transaction id this server hands out; the rest
@@ -59,7 +74,7 @@ func (s *Server) asTransactional(m *store.Message, sp *v2.SystemProperties, queu
 	if sp.MessageGroup != nil || sp.DeliveryTimestamp != nil {
 		return nil, status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a TRANSACTION message has no message group or delivery time")
 	}
-	if s.txns() == nil {
+	if _, err := s.txns(); errors.Is(err, errNoTransactions) {
 		return nil, status(v2.Code_NOT_IMPLEMENTED, "transactional messages need a broker with a transaction manager")
 	}
 	m.Properties[txn.PropTransaction] = "true"
@@ -79,8 +94,9 @@ func (s *Server) asTransactional(m *store.Message, sp *v2.SystemProperties, queu
 func isHalf(m *store.Message) bool { return m.Properties[txn.PropTransaction] == "true" }
 
 // sendHalf stores a TRANSACTION send as a half message. It answers nil
-// when msgs holds no transactional message (an ordinary send).
-func (s *Server) sendHalf(ctx context.Context, req *v2.SendMessageRequest, msgs []*store.Message) *v2.SendMessageResponse {
+// and nil when msgs holds no transactional message (an ordinary send), an
+// UNAVAILABLE error when no transaction manager runs here now.
+func (s *Server) sendHalf(ctx context.Context, req *v2.SendMessageRequest, msgs []*store.Message) (*v2.SendMessageResponse, error) {
 	halves := 0
 	for _, m := range msgs {
 		if isHalf(m) {
@@ -89,27 +105,34 @@ func (s *Server) sendHalf(ctx context.Context, req *v2.SendMessageRequest, msgs 
 	}
 	switch {
 	case halves == 0:
-		return nil
+		return nil, nil
 	case len(msgs) > 1:
 		return &v2.SendMessageResponse{Status: s.reject(ctx, "SendMessage",
-			status(v2.Code_BAD_REQUEST, "a TRANSACTION message is sent on its own, not in a batch"), "topic", msgs[0].Topic)}
+			status(v2.Code_BAD_REQUEST, "a TRANSACTION message is sent on its own, not in a batch"), "topic", msgs[0].Topic)}, nil
 	}
 	m := msgs[0]
-	h, err := s.txns().Prepare(m, m.Topic)
+	tm, err := s.txns()
+	if err != nil {
+		return nil, unavailable(err) // ErrNotWritable: asTransactional refused the rest
+	}
+	h, err := tm.Prepare(m, m.Topic)
 	if err != nil {
 		code := v2.Code_INTERNAL_ERROR
 		switch {
 		case errors.Is(err, txn.ErrInvalid), errors.Is(err, store.ErrInvalid):
 			code = v2.Code_BAD_REQUEST
-		case errors.Is(err, txn.ErrClosed):
-			code = v2.Code_INTERNAL_SERVER_ERROR
+		case errors.Is(err, txn.ErrClosed), errors.Is(err, store.ErrClosed):
+			// The manager (or, replicated, its leader term) stopped: the
+			// client resends elsewhere.
+			s.log.Info("grpcapi: prepare refused: no transaction manager here now", "client", clientID(ctx), "topic", m.Topic, "err", err)
+			return nil, unavailable(err)
 		}
 		s.log.Warn("grpcapi: prepare failed", "client", clientID(ctx), "topic", m.Topic, "err", err)
-		return &v2.SendMessageResponse{Status: status(code, "storing the half message failed: %v", err)}
+		return &v2.SendMessageResponse{Status: status(code, "storing the half message failed: %v", err)}, nil
 	}
 	entry := &v2.SendResultEntry{Status: ok(), MessageId: req.GetMessages()[0].GetSystemProperties().GetMessageId(),
 		TransactionId: formatTxnID(h.QueueOffset), Offset: h.QueueOffset}
-	return &v2.SendMessageResponse{Status: ok(), Entries: []*v2.SendResultEntry{entry}}
+	return &v2.SendMessageResponse{Status: ok(), Entries: []*v2.SendResultEntry{entry}}, nil
 }
 
 // EndTransaction commits or rolls back a transaction this server prepared.
@@ -125,9 +148,12 @@ func (s *Server) EndTransaction(ctx context.Context, req *v2.EndTransactionReque
 		return &v2.EndTransactionResponse{Status: s.reject(ctx, "EndTransaction", st, "topic", req.GetTopic().GetName(),
 			"transaction", req.GetTransactionId(), "message", req.GetMessageId())}, nil
 	}
-	tm := s.txns()
-	if tm == nil {
-		return reject(status(v2.Code_NOT_IMPLEMENTED, "transactions need a broker with a transaction manager"))
+	tm, err := s.txns()
+	switch {
+	case errors.Is(err, ErrNotWritable):
+		return nil, unavailable(err)
+	case err != nil:
+		return reject(status(v2.Code_NOT_IMPLEMENTED, "%v", err))
 	}
 	id, okID := parseTxnID(req.GetTransactionId())
 	if !okID {

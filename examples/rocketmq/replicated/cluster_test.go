@@ -239,20 +239,6 @@ func TestAdminResetIsReplicated(t *testing.T) {
 	}
 }
 
-// Transactions are not replicated: a half message is refused
-// (NO_PERMISSION, as by a broker without a transaction manager), nothing
-// is stored.
-func TestTransactionalSendIsRefused(t *testing.T) {
-	c := startCluster(t, 1)
-	l := c.leader(30 * time.Second)
-	cmd := sendCmd("orders", "half")
-	cmd.ExtFields["properties"] = "TRAN_MSG\x01true\x02PGROUP\x01pg\x02UNIQ_KEY\x01abc\x02"
-	resp, err := call(c.nodes[l].BrokerAddr(), cmd)
-	require.NoError(t, err)
-	require.Equal(t, wire.NoPermission, resp.Code, resp.Remark)
-	require.Zero(t, c.nodes[l].Node().Store().Stats().Messages)
-}
-
 // Delay levels the scheduler cannot use are refused at Start (a replica
 // with them would be elected and never serve as the leader).
 func TestStartRefusesBadDelayLevels(t *testing.T) {

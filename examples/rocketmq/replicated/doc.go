@@ -38,6 +38,28 @@
 // replicated scheduler and lands on %RETRY%group, and past the consumer's
 // max reconsume times the message goes to %DLQ%group.
 //
+// Transactions go through raft too (txn.go; replica.Config.Transactions):
+// the leader runs the library's transaction manager (txn.Manager), rebuilt
+// from the replicated half and op records at the start of every leader
+// term (after raft's barrier: it sees every earlier leader's records) and
+// closed when the term ends. A half message, a commit's real message with
+// its op record (one batch, all or nothing on every replica), a rollback
+// and every check are raft entries that apply only in the term that
+// proposed them, so a deposed leader's manager changes nothing. A follower
+// runs none: it forwards transactional sends and END_TRANSACTION (and, over
+// gRPC, SendMessage and EndTransaction) to the leader and checks nothing
+// back; a half message is on no node's real topic until its commit.
+// Check-backs (CHECK_TRANSACTION_STATE, RecoverOrphanedTransactionCommand)
+// go to a producer of the group connected to the leader: a v2 producer
+// heartbeats every node, and a follower that forwarded a producer's
+// transactional send asks that producer once it leads; a v5 producer is
+// asked when its Telemetry stream is to the leader (the client keeps one
+// per route, to whichever node it dialed), else the check waits for the
+// next CheckInterval, as when no producer is online. A transaction
+// prepared on a leader that dies is checked back by the next one; a
+// commit whose entry raft did not confirm is settled from the log (it
+// landed in its term, or the transaction is open) and never lands twice.
+//
 // gRPC (RocketMQ 5's clients): with Config.GRPCAddr every node serves the
 // endpoint, and its routes and assignments name every peer's
 // Peer.GRPCAddr as the one broker's endpoints. The v5 client keeps one
@@ -54,11 +76,11 @@
 // starts from the replicated committed offsets, so messages in flight at
 // a leader's death are delivered again (at once) and acks of the last
 // replica.Config.CommitEvery may be repeated: consumers see redeliveries.
-// DELAY messages go through the replicated scheduler. RecallMessage (a
+// DELAY messages go through the replicated scheduler, TRANSACTION ones
+// through the leader's transaction manager (above). RecallMessage (a
 // follower forwards it) cancels the timer in the leader's scheduler, and
 // the cancel is part of the scheduler's replicated progress, so the next
-// leader never delivers it either (recall.go). Transactional messages
-// are NOT_IMPLEMENTED.
+// leader never delivers it either (recall.go).
 //
 // The admin's table changes (UPDATE_AND_CREATE_TOPIC,
 // DELETE_TOPIC_IN_BROKER, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
@@ -84,7 +106,6 @@
 // leader its routes name; a new leader starts with an empty table
 // (locks.go).
 //
-// Not replicated (yet): transactions (half messages are refused with
-// NO_PERMISSION, gRPC's with NOT_IMPLEMENTED), the metrics and admin HTTP
-// endpoint, and ACL (the program refuses -acl with -raft-id).
+// Not replicated (yet): the metrics and admin HTTP endpoint, and ACL (the
+// program refuses -acl with -raft-id).
 package replicated

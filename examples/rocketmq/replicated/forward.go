@@ -40,11 +40,13 @@ type handler struct {
 	stop   <-chan struct{}
 }
 
-// isSend reports the writes a follower forwards: sends and send-backs
-// (CONSUMER_SEND_MSG_BACK, which the leader's scheduler delays).
+// isSend reports the writes a follower forwards: sends (transactional ones
+// too), send-backs (CONSUMER_SEND_MSG_BACK, which the leader's scheduler
+// delays) and END_TRANSACTION (the leader's transaction manager).
 func isSend(code int16) bool {
 	switch code {
-	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage, wire.CodeConsumerSendMsgBack:
+	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage, wire.CodeConsumerSendMsgBack,
+		codeEndTransaction: // txn.go
 		return true
 	}
 	return false
@@ -59,6 +61,9 @@ func (h *handler) Serve(ctx context.Context, c *transport.Conn, req *wire.Comman
 		return h.grantNone(req) // locks.go: queue locks are the leader's
 	}
 	change := broker.TableChange(req.Code)
+	if req.ExtFields[forwardedField] != "" {
+		h.b.RelayConn(c) // a follower's: never asked about a transaction (txn.go)
+	}
 	local := func() *wire.Command {
 		if change {
 			return h.tables.propose(ctx, h.stop, req) // SERVICE_NOT_AVAILABLE on a follower
@@ -74,6 +79,7 @@ func (h *handler) Serve(ctx context.Context, c *transport.Conn, req *wire.Comman
 		// nodes that each think the other leads must not pass it on forever).
 		return local() // the Writer answers SERVICE_NOT_AVAILABLE, or raft leads already
 	}
+	h.b.HeardSender(c, req) // a transaction's producer, should this node lead (txn.go)
 	resp, err := h.fwd.call(ctx, addr, req)
 	if err != nil {
 		h.fwd.log.Info("send not forwarded to the leader", "leader", addr, "err", err)

@@ -68,7 +68,7 @@ func (s *Server) startGRPC() error {
 		advertise = append(advertise, a)
 	}
 	slices.Sort(advertise)
-	g, err := grpcapi.New(gcore{st: s.node.Store(), consumers: s.core.consumers}, grpcapi.Options{
+	g, err := grpcapi.New(gcore{st: s.node.Store(), consumers: s.core.consumers, n: s.node}, grpcapi.Options{
 		Advertise:          strings.Join(advertise, ";"),
 		CertDir:            filepath.Join(s.cfg.Dir, "grpc"),
 		Logger:             s.cfg.Logger.With("pkg", "grpc", "node", s.cfg.ID),
@@ -86,6 +86,7 @@ func (s *Server) startGRPC() error {
 		return err
 	}
 	s.grpc = g
+	s.checker.grpc.Store(g)
 	f.longPolling = g.ClientLongPolling
 	s.wg.Add(1)
 	go func() {
@@ -120,6 +121,7 @@ func (s *Server) GRPCAddr() string { return s.grpcAddr }
 type gcore struct {
 	st        *store.Store
 	consumers *consumer.Registry
+	n         *replica.Node // its transaction manager while it leads (txn.go)
 }
 
 func (c gcore) Store() *store.Store            { return c.st }

@@ -23,6 +23,7 @@ import (
 	"github.com/brokercore/brokercore/offset"
 	"github.com/brokercore/brokercore/schedule"
 	"github.com/brokercore/brokercore/store"
+	"github.com/brokercore/brokercore/txn"
 	"github.com/hashicorp/raft"
 )
 
@@ -109,6 +110,14 @@ type Config struct {
 	// defaults, 1 s each).
 	HeartbeatTimeout, ElectionTimeout time.Duration
 	Logger                            *slog.Logger
+	// Txn configures the transactions the leader runs (txn.go; nil =
+	// txn's defaults): check timing and limits. Its Checker defaults to
+	// the node's protocols, its ProgressPath to Dir/txn-progress; its Now
+	// is Now.
+	Txn *txn.Options `json:"-"`
+	// Now is the replica's clock (replica.Config.Now: message timestamps,
+	// the scheduler, the transactions' due times); nil = time.Now.
+	Now func() time.Time `json:"-"`
 }
 
 // Server is one running node.
@@ -134,6 +143,8 @@ type Server struct {
 	grpcAddr string
 	grpc     *grpcapi.Server
 	gfwd     *gforward
+
+	checker txnChecker // the leader's check-backs (txn.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -204,7 +215,9 @@ func (s *Server) open() (err error) {
 	rc := replica.Config{ID: cfg.ID, Dir: filepath.Join(cfg.Dir, "replica"), RaftAddr: cfg.RaftAddr,
 		Addr: s.brAddr, Transport: cfg.Transport, Levels: cfg.DelayLevels, Logger: cfg.Logger,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
-		KeyProperties: []string{"UNIQ_KEY"}} // the message id, for QUERY_MESSAGE by unique key
+		KeyProperties: []string{"UNIQ_KEY"}, // the message id, for QUERY_MESSAGE by unique key
+		Now:           cfg.Now}
+	rc.Transactions = s.txnOptions() // txn.go
 	if cfg.Bootstrap {
 		rc.BootstrapAddrs = map[string]string{}
 		for _, p := range cfg.Peers {
@@ -233,6 +246,7 @@ func (s *Server) open() (err error) {
 		ResetNotifyDelay: cfg.ResetNotifyDelay, Writer: writer{s.node}, Logger: cfg.Logger,
 		Groups: s.groups, TopicConfigs: s.topicConfigs})
 	s.core.late.Store(s.broker)
+	s.checker.remoting.Store(s.broker)
 	if s.tables, err = newTables(s.node, s.broker, filepath.Join(cfg.Dir, appliedFile), s.log); err != nil {
 		return err
 	}
@@ -378,6 +392,7 @@ func (s *Server) Broker() *broker.Broker { return s.broker }
 // offsets themselves are replicated by writer).
 type core struct {
 	late      atomic.Pointer[broker.Broker] // the events' receiver, bound once it exists
+	n         *replica.Node                 // its transaction manager while it leads (txn.go)
 	st        *store.Store
 	arrivals  *brokercore.Arrivals
 	unsub     func()
@@ -387,7 +402,7 @@ type core struct {
 }
 
 func newCore(n *replica.Node, cfg Config) (*core, error) {
-	c := &core{st: n.Store()}
+	c := &core{st: n.Store(), n: n}
 	// The long polls wake at every append the replica applies (the
 	// leader's and every follower's).
 	c.arrivals = brokercore.NewArrivals(c.st)

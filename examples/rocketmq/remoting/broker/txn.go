@@ -52,11 +52,34 @@ type transactions interface {
 	Transactions() *txn.Manager
 }
 
-func (b *Broker) txns() *txn.Manager {
-	if t, ok := b.core.(transactions); ok {
-		return t.Transactions()
+// transactionsNow is the optional capability of a Core whose transaction
+// manager runs only at times (a replicated node's, while it leads): an
+// error wrapping ErrNotWritable says there is none here now, and a
+// transactional send or END_TRANSACTION is answered SERVICE_NOT_AVAILABLE
+// (the clients retry a send).
+type transactionsNow interface {
+	TransactionsNow() (*txn.Manager, error)
+}
+
+// errNoTransactions: the Core has no transaction manager at all.
+var errNoTransactions = errors.New("transactional messages need a broker with a transaction manager")
+
+func (b *Broker) txns() (*txn.Manager, error) {
+	if t, ok := b.core.(transactionsNow); ok {
+		return t.TransactionsNow()
 	}
-	return nil
+	if t, ok := b.core.(transactions); ok && t.Transactions() != nil {
+		return t.Transactions(), nil
+	}
+	return nil, errNoTransactions
+}
+
+// txnsCode is the answer code when there is no transaction manager.
+func txnsCode(err error) int16 {
+	if errors.Is(err, ErrNotWritable) {
+		return wire.ServiceNotAvailable
+	}
+	return wire.NoPermission
 }
 
 // isHalfSend reports whether a send carries a transaction's half message.
@@ -73,10 +96,10 @@ func (b *Broker) sendHalf(p *preparedSend, group string) *wire.Command {
 		b.stats.sendRejected.Add(1)
 		return wire.NewResponse(p.req, code, err.Error())
 	}
-	tm := b.txns()
+	tm, err := b.txns()
 	switch {
-	case tm == nil:
-		return reject(wire.NoPermission, errors.New("transactional messages need a broker with a transaction manager"))
+	case err != nil:
+		return reject(txnsCode(err), err)
 	case len(p.msgs) != 1:
 		return reject(wire.MessageIllegal, errors.New("a transactional message is sent on its own, not in a batch"))
 	}
@@ -88,8 +111,11 @@ func (b *Broker) sendHalf(p *preparedSend, group string) *wire.Command {
 	h, err := tm.Prepare(m, group)
 	if err != nil {
 		code := storeCode(err)
-		if errors.Is(err, txn.ErrInvalid) {
+		switch {
+		case errors.Is(err, txn.ErrInvalid):
 			code = wire.MessageIllegal
+		case errors.Is(err, txn.ErrClosed): // the manager stopped (its leader term ended): retried elsewhere
+			code = wire.ServiceNotAvailable
 		}
 		return reject(code, fmt.Errorf("prepare: %w", err))
 	}
@@ -109,9 +135,9 @@ func (b *Broker) sendHalf(p *preparedSend, group string) *wire.Command {
 // the client names one). Its answer is only read when the client did not
 // send it oneway.
 func (b *Broker) endTransaction(c *transport.Conn, req *wire.Command) *wire.Command {
-	tm := b.txns()
-	if tm == nil {
-		return wire.NewResponse(req, wire.NoPermission, "transactions need a broker with a transaction manager")
+	tm, err := b.txns()
+	if err != nil {
+		return wire.NewResponse(req, txnsCode(err), err.Error())
 	}
 	f := fields{ext: req.ExtFields}
 	group := f.group("producerGroup")
@@ -187,8 +213,32 @@ func (b *Broker) heardProducers(c *transport.Conn, groups []producerData) {
 	pg.mu.Unlock()
 }
 
+// relayKey marks a connection that relays other clients' requests.
+const relayKey = "relay"
+
+// RelayConn marks c as a connection that relays other clients' requests
+// (a replicated follower forwarding sends to its leader): the producer
+// groups its sends name are not its own, so it is never asked about a
+// transaction.
+func (b *Broker) RelayConn(c *transport.Conn) { c.Value(relayKey, func() any { return true }) }
+
+// HeardSender records the producer group of req, a transactional send
+// another node will store (a follower forwards it to its leader), as a
+// producer on c: should this node lead later, it asks that producer about
+// the transaction, as if the send had been its own.
+func (b *Broker) HeardSender(c *transport.Conn, req *wire.Command) {
+	if !halfRequest(req) {
+		return
+	}
+	g := req.ExtFields["producerGroup"]
+	if g == "" {
+		g = req.ExtFields["a"]
+	}
+	b.heardProducers(c, []producerData{{GroupName: g}})
+}
+
 // producerConn returns the live connection of a producer of group that
-// heartbeated last.
+// heartbeated last (never a relay's).
 func (b *Broker) producerConn(group string) *transport.Conn {
 	b.connMu.RLock()
 	defer b.connMu.RUnlock()
@@ -196,6 +246,9 @@ func (b *Broker) producerConn(group string) *transport.Conn {
 	var bestAt time.Time
 	cutoff := time.Now().Add(-producerLive)
 	for _, c := range b.conns {
+		if c.Value(relayKey, nil) != nil {
+			continue
+		}
 		pg := producersOf(c)
 		pg.mu.Lock()
 		at, ok := pg.at[group]
