@@ -51,7 +51,7 @@ func groupsCluster(t *testing.T, groups int) (nodes map[string]*server, addrs, r
 		id := string(srv.ID)
 		s, err := serve(replica.Config{ID: id, Dir: filepath.Join(root, id), RaftAddr: free[i], Addr: addrs[id],
 			Bootstrap: servers, BootstrapAddrs: addrs,
-			HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond, LeaderLeaseTimout: 125 * time.Millisecond,
+			HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond, LeaderLeaseTimout: 250 * time.Millisecond,
 			ApplyTimeout: 2 * time.Second, ScheduleTick: 10 * time.Millisecond, CommitEvery: 20 * time.Millisecond}, groups)
 		require.NoError(t, err)
 		nodes[id] = s
@@ -175,7 +175,7 @@ func TestHTTPGroupsJoinAddsTheNodeToEveryGroup(t *testing.T) {
 	cfg := func(i int) replica.Config {
 		id := fmt.Sprintf("n%d", i+1)
 		return replica.Config{ID: id, Dir: filepath.Join(root, id), RaftAddr: free[2*i], Addr: free[2*i+1], Logger: log,
-			HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond, LeaderLeaseTimout: 125 * time.Millisecond}
+			HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond, LeaderLeaseTimout: 250 * time.Millisecond}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

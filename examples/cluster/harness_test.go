@@ -49,7 +49,7 @@ func httpCluster(t *testing.T) (*tcluster, map[string]string) {
 	for _, id := range c.ids {
 		n, err := replica.Open(replica.Config{ID: id, Dir: t.TempDir(), Transport: trans[id], Addr: addrs[id],
 			Bootstrap: servers, BootstrapAddrs: addrs,
-			HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond, LeaderLeaseTimout: 125 * time.Millisecond,
+			HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond, LeaderLeaseTimout: 250 * time.Millisecond,
 			ApplyTimeout: 2 * time.Second, ScheduleTick: 10 * time.Millisecond, CommitEvery: 20 * time.Millisecond,
 			Probe: func(id, _, _ string) error { return nil }})
 		require.NoError(t, err)
