@@ -46,8 +46,18 @@ func run(args []string) int {
 	timeout := fs.Duration("heartbeat", replica.DefaultHeartbeatTimeout, "raft heartbeat and election timeout (failover takes about twice this)")
 	groups := fs.Int("groups", 1, "raft groups the queues are sharded over (queue q in group q mod N); a data directory keeps its number")
 	logStore := fs.String("log-store", "", `raft log: "segment" (one fsync per batch) or "bolt"; default: the data directory's, "segment" for a new one`)
+	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster's shared secret (at least 16 bytes, the same on every member): raft connections must prove it")
+	insecureRaft := fs.Bool("insecure-raft", false, "allow a non-loopback -raft-addr without -cluster-secret-file (anyone who reaches it can append raft entries)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	var secret []byte
+	if *secretFile != "" {
+		var err error
+		if secret, err = replica.LoadSecret(*secretFile); err != nil {
+			fmt.Fprintln(os.Stderr, "bad -cluster-secret-file:", err)
+			return 2
+		}
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -61,7 +71,8 @@ func run(args []string) int {
 		err = runLocalGroups(ctx, *data, *groups, log, os.Stderr)
 	} else {
 		err = runNode(ctx, *groups, replica.Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, Addr: *httpAddr, ClusterID: *cluster, Logger: log,
-			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout, LogStore: *logStore}, *join)
+			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout, LogStore: *logStore,
+			ClusterSecret: secret, InsecureRaft: *insecureRaft}, *join)
 	}
 	if err != nil {
 		log.Error("cluster: exit", "err", err)
