@@ -77,6 +77,7 @@ func (s *Server) startGRPC() error {
 		GroupFIFO:          s.groups.Orderly,
 		TopicMessageType:   s.topicConfigs.MessageType,
 		Writer:             gwriter{s.node},
+		ACL:                s.cfg.ACL, // every node checks every call; the leader again what is forwarded
 		Pop:                gpop{s.node},
 		UnaryInterceptors:  []grpc.UnaryServerInterceptor{f.unary},
 		StreamInterceptors: []grpc.StreamServerInterceptor{f.stream},
