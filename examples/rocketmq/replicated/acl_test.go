@@ -17,8 +17,9 @@ import (
 const (
 	testClusterSecret = "replicated-acl-cluster-secret"
 	replACL           = `{"users":[{"accessKey":"admin","secretKey":"adm1n-secret","superUser":true},
-	    {"accessKey":"app","secretKey":"app-secret"}],
-	  "rules":[{"user":"app","resources":["Topic:orders","Group:*"],"actions":["Pub","Sub"],"decision":"Allow"}]}`
+	    {"accessKey":"app","secretKey":"app-secret"},{"accessKey":"reader","secretKey":"r3ader-secret"}],
+	  "rules":[{"user":"app","resources":["Topic:orders","Group:*"],"actions":["Pub","Sub"],"decision":"Allow"},
+	    {"user":"reader","resources":["Topic:orders","Group:*"],"actions":["Sub"],"decision":"Allow"}]}`
 )
 
 // withACL gives a node the cluster secret and its own copy of replACL.
