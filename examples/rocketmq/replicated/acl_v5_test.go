@@ -3,13 +3,19 @@ package replicated
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	grpcinsecure "google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 )
 
 func v5ACLConfig(endpoints []string, group, ak, sk string) *rmq.Config {
@@ -71,4 +77,67 @@ func TestACLV5ClientThroughAFollower(t *testing.T) {
 	}
 	require.EqualValues(t, 1, n, "only the allowed send is stored")
 	require.Zero(t, c.nodes[l].Node().Store().MaxOffset("payments", 0))
+}
+
+// A gRPC call carrying the forwarded metadata that no member made is
+// refused UNAUTHORIZED on every node before anything else, and stores
+// nothing.
+func TestACLV5ForwardedMarkCannotBeForged(t *testing.T) {
+	c := startCluster(t, 3, withACL(t))
+	l := c.leader(30 * time.Second)
+	for _, mark := range []string{"1", "v1 127.0.0.1:1 00", "v1 127.0.0.1:1 " + strings.Repeat("ab", 32)} {
+		for i, s := range c.nodes {
+			conn, err := grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(grpcinsecure.NewCredentials()))
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx = metadata.AppendToOutgoingContext(ctx, forwardedMD, mark)
+			resp, err := v2.NewMessagingServiceClient(conn).SendMessage(ctx, &v2.SendMessageRequest{Messages: []*v2.Message{{
+				Topic: &v2.Resource{Name: "orders"}, Body: []byte("forged"),
+				SystemProperties: &v2.SystemProperties{MessageId: "01", MessageType: v2.MessageType_NORMAL}}}})
+			cancel()
+			conn.Close()
+			require.NoError(t, err)
+			require.Equal(t, v2.Code_UNAUTHORIZED, resp.GetStatus().GetCode(), "node %d (leader %d), mark %q: %s", i, l, mark, resp.GetStatus().GetMessage())
+			require.Contains(t, resp.GetStatus().GetMessage(), "forwarded mark")
+		}
+	}
+	require.Equal(t, []int64{0, 0, 0}, c.stored("orders"))
+}
+
+// sts is a server stream naming its method (what grpc.Method reads).
+type sts struct{ method string }
+
+func (s sts) Method() string             { return s.method }
+func (sts) SetHeader(metadata.MD) error  { return nil }
+func (sts) SendHeader(metadata.MD) error { return nil }
+func (sts) SetTrailer(metadata.MD) error { return nil }
+
+// A follower's gRPC mark names its client's address, and the leader reads
+// it back only for the same method and signature under the same key.
+func TestGRPCForwardMarkNamesTheClient(t *testing.T) {
+	f := &gforward{key: []byte("key")}
+	const method = svc + "SendMessage"
+	in := metadata.Pairs("authorization", "MQv2-HMAC-SHA1 Credential=app, SignedHeaders=x-mq-date-time, Signature=00", "x-mq-date-time", "20260101T000000Z")
+	ctx := metadata.NewIncomingContext(context.Background(), in)
+	ctx = peer.NewContext(ctx, &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 4567}})
+	ctx = grpc.NewContextWithServerTransportStream(ctx, sts{method})
+	out, _ := metadata.FromOutgoingContext(f.outgoing(ctx))
+	at := func(method string, md metadata.MD) context.Context {
+		return grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(context.Background(), md), sts{method})
+	}
+	ip, ok, err := f.clientAddr(at(method, out))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "10.1.2.3", ip.String())
+	_, _, err = f.clientAddr(at(svc+"AckMessage", out))
+	require.ErrorIs(t, err, errForgedForward, "another method")
+	other := out.Copy()
+	other.Set("x-mq-date-time", "20260101T000001Z")
+	_, _, err = f.clientAddr(at(method, other))
+	require.ErrorIs(t, err, errForgedForward, "another signature")
+	_, _, err = (&gforward{key: []byte("other")}).clientAddr(at(method, out))
+	require.ErrorIs(t, err, errForgedForward, "another key")
+	_, ok, err = f.clientAddr(at(method, metadata.MD{}))
+	require.NoError(t, err)
+	require.False(t, ok, "not forwarded: the peer's address")
 }
