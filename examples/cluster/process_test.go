@@ -126,6 +126,24 @@ func TestThreeProcessesOverTCPSurviveALeaderKill(t *testing.T) {
 	ps[1].start(t)
 	ps[2].start(t)
 	require.Eventually(t, func() bool { s, err := getStatus(ps[0].http); return err == nil && len(s.Voters) == 3 }, 30*time.Second, 20*time.Millisecond)
+	// A stranger on a raft port is refused and counted in /status.
+	nc, err := net.Dial("tcp", ps[1].raft)
+	require.NoError(t, err)
+	_, _ = nc.Write([]byte("no handshake, just bytes on the raft port"))
+	_, err = nc.Read(make([]byte, 1))
+	require.Error(t, err, "the node closed it")
+	nc.Close()
+	require.Eventually(t, func() bool {
+		var st struct {
+			RaftRefused uint64 `json:"raft_refused"`
+		}
+		resp, err := http.Get("http://" + ps[1].http + "/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return json.NewDecoder(resp.Body).Decode(&st) == nil && st.RaftRefused > 0
+	}, 20*time.Second, 20*time.Millisecond)
 
 	var acked []int64
 	seq := int64(0)
