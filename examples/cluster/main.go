@@ -68,7 +68,7 @@ func run(args []string) int {
 	defer stop()
 	var err error
 	if *bootstrap {
-		err = runLocalGroups(ctx, *data, *groups, log, os.Stderr)
+		err = runLocalGroups(ctx, *data, *groups, secret, log, os.Stderr)
 	} else {
 		err = runNode(ctx, *groups, replica.Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, Addr: *httpAddr, ClusterID: *cluster, Logger: log,
 			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout, LogStore: *logStore,
@@ -272,12 +272,12 @@ func free(addrs []string) bool {
 // runLocal runs three nodes of one raft group on loopback in this process
 // and prints their addresses to out.
 func runLocal(ctx context.Context, data string, log *slog.Logger, out io.Writer) error {
-	return runLocalGroups(ctx, data, 1, log, out)
+	return runLocalGroups(ctx, data, 1, nil, log, out)
 }
 
 // runLocalGroups is runLocal with the queues sharded over groups raft
-// groups.
-func runLocalGroups(ctx context.Context, data string, groups int, log *slog.Logger, out io.Writer) error {
+// groups (and the raft ports authenticated with secret, when set).
+func runLocalGroups(ctx context.Context, data string, groups int, secret []byte, log *slog.Logger, out io.Writer) error {
 	raftAddrs, httpAddrs, err := localAddrs()
 	if err != nil {
 		return err
@@ -286,7 +286,8 @@ func runLocalGroups(ctx context.Context, data string, groups int, log *slog.Logg
 	cfgs := make([]replica.Config, 3)
 	for i := range cfgs {
 		id := fmt.Sprintf("n%d", i+1)
-		cfgs[i] = replica.Config{ID: id, Dir: filepath.Join(data, id), RaftAddr: raftAddrs[i], Addr: httpAddrs[i], Logger: log}
+		cfgs[i] = replica.Config{ID: id, Dir: filepath.Join(data, id), RaftAddr: raftAddrs[i], Addr: httpAddrs[i], Logger: log,
+			ClusterSecret: secret}
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(cfgs[i].RaftAddr)})
 	}
 	var up []*server

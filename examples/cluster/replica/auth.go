@@ -194,7 +194,6 @@ type AuthStream struct {
 	slots chan struct{}
 	stop  chan struct{}
 	once  sync.Once
-	start sync.Once
 	wg    sync.WaitGroup
 	err   error // the accept loop's end (after stop)
 }
@@ -202,16 +201,28 @@ type AuthStream struct {
 var _ raft.StreamLayer = (*AuthStream)(nil)
 
 // NewAuthStream authenticates inner's connections with secret (at least
-// MinSecretLen bytes). It owns inner: Close closes it.
+// MinSecretLen bytes). It owns inner: it accepts from it at once (Accept
+// hands the authenticated connections out), and Close closes it.
 func NewAuthStream(inner raft.StreamLayer, secret []byte, log *slog.Logger) (*AuthStream, error) {
+	return newAuthStream(inner, secret, 0, log)
+}
+
+// newAuthStream is NewAuthStream with a handshake bound (0 = 10 s).
+func newAuthStream(inner raft.StreamLayer, secret []byte, timeout time.Duration, log *slog.Logger) (*AuthStream, error) {
 	if len(secret) < MinSecretLen {
 		return nil, fmt.Errorf("cluster secret of %d bytes, want at least %d: %w", len(secret), MinSecretLen, ErrRaftAuth)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &AuthStream{inner: inner, key: DeriveKey(secret, authLabel), log: log, timeout: authTimeout,
-		ready: make(chan net.Conn), slots: make(chan struct{}, authPending), stop: make(chan struct{})}, nil
+	if timeout <= 0 {
+		timeout = authTimeout
+	}
+	s := &AuthStream{inner: inner, key: DeriveKey(secret, authLabel), log: log, timeout: timeout,
+		ready: make(chan net.Conn), slots: make(chan struct{}, authPending), stop: make(chan struct{})}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
 }
 
 // ListenAuth listens on addr (TCP) and authenticates its connections with
@@ -227,13 +238,10 @@ func listenAuth(addr string, secret []byte, timeout time.Duration, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	s, err := NewAuthStream(tcp, secret, log)
+	s, err := newAuthStream(tcp, secret, timeout, log)
 	if err != nil {
 		_ = tcp.Close()
 		return nil, err
-	}
-	if timeout > 0 {
-		s.timeout = timeout
 	}
 	return s, nil
 }
@@ -243,10 +251,6 @@ func (s *AuthStream) Refused() uint64 { return s.refused.Load() }
 
 // Accept returns the next authenticated connection.
 func (s *AuthStream) Accept() (net.Conn, error) {
-	s.start.Do(func() {
-		s.wg.Add(1)
-		go s.acceptLoop()
-	})
 	select {
 	case c := <-s.ready:
 		return c, nil
