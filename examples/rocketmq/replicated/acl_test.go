@@ -23,10 +23,13 @@ const (
 )
 
 // withACL gives a node the cluster secret and its own copy of replACL.
-func withACL(t testing.TB) func(*Config) {
+func withACL(t testing.TB) func(*Config) { return withACLDoc(t, replACL) }
+
+// withACLDoc is withACL with another ACL file.
+func withACLDoc(t testing.TB, doc string) func(*Config) {
 	return func(cfg *Config) {
 		path := filepath.Join(cfg.Dir, "acl.json")
-		require.NoError(t, os.WriteFile(path, []byte(replACL), 0o600))
+		require.NoError(t, os.WriteFile(path, []byte(doc), 0o600))
 		az, err := acl.Open(path, acl.Options{})
 		require.NoError(t, err)
 		cfg.ACL, cfg.ACLFile, cfg.ClusterSecret = az, path, []byte(testClusterSecret)
@@ -233,4 +236,26 @@ func TestACLEditsAreReplicated(t *testing.T) {
 	require.Equal(t, wire.Success, resp.Code, resp.Remark)
 	require.NotContains(t, string(resp.Body), "bob")
 	require.Contains(t, string(resp.Body), "app")
+}
+
+// The leader decides a forwarded request from the client address the
+// member's mark names, not from the member's connection: with a rule that
+// allows only 10.0.0.0/8, a marked send naming a client in it is stored, one
+// naming a client outside it is refused (and both come from 127.0.0.1).
+func TestACLLeaderChecksTheForwardedClientAddress(t *testing.T) {
+	c := startCluster(t, 3, withACLDoc(t, `{"users":[{"accessKey":"app","secretKey":"app-secret"}],
+	  "rules":[{"user":"app","resources":["Topic:orders"],"actions":["Pub"],"decision":"Allow","sourceIps":["10.0.0.0/8"]}]}`))
+	l := c.leader(30 * time.Second)
+	leader := c.nodes[l]
+	key := leader.gate.key
+	in := markForward(key, "10.9.9.9:1234", signed(sendCmd("orders", "from 10.9.9.9"), "app", "app-secret"))
+	resp := mustCall(t, leader.BrokerAddr(), in)
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	out := markForward(key, "192.168.1.1:1234", signed(sendCmd("orders", "from 192.168.1.1"), "app", "app-secret"))
+	resp = mustCall(t, leader.BrokerAddr(), out)
+	require.Equal(t, wire.NoPermission, resp.Code, resp.Remark)
+	require.Contains(t, resp.Remark, "192.168.1.1")
+	direct := signed(sendCmd("orders", "from 127.0.0.1"), "app", "app-secret")
+	require.Equal(t, wire.NoPermission, mustCall(t, leader.BrokerAddr(), direct).Code, "the connection's own address")
+	require.Equal(t, int64(1), leader.Node().Store().MaxOffset("orders", 0))
 }
