@@ -64,6 +64,7 @@ const (
 	authAcceptor = "acceptor"                     // MAC labels
 	authDialer   = "dialer"                       //
 	authPending  = 64                             // handshakes under way per listener
+	authPerPeer  = 8                              // of them from one source address
 	authTimeout  = 10 * time.Second               // whole handshake
 	authRefusals = 16                             // refusal log lines per minute
 )
@@ -178,8 +179,9 @@ func dialHandshake(rw io.ReadWriter, key []byte) error {
 // the one it wraps with the cluster secret (see the top of this file):
 // Accept hands out only connections whose dialer proved the secret, Dial
 // proves it to the acceptor. Handshakes of accepted connections run in
-// goroutines of their own (at most 64 at once; more wait in the listen
-// backlog), so a slow peer delays nobody else.
+// goroutines of their own (at most 64 at once, more wait in the listen
+// backlog; at most 8 from one source address, more are refused at once),
+// so a slow peer delays nobody else and one host cannot take every slot.
 type AuthStream struct {
 	inner   raft.StreamLayer
 	key     []byte
@@ -192,10 +194,14 @@ type AuthStream struct {
 
 	ready chan net.Conn
 	slots chan struct{}
-	stop  chan struct{}
-	once  sync.Once
-	wg    sync.WaitGroup
-	err   error // the accept loop's end (after stop)
+
+	pendMu  sync.Mutex
+	pending map[netip.Addr]int // handshakes under way by source address
+
+	stop chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+	err  error // the accept loop's end (after stop)
 }
 
 var _ raft.StreamLayer = (*AuthStream)(nil)
@@ -219,7 +225,8 @@ func newAuthStream(inner raft.StreamLayer, secret []byte, timeout time.Duration,
 		timeout = authTimeout
 	}
 	s := &AuthStream{inner: inner, key: DeriveKey(secret, authLabel), log: log, timeout: timeout,
-		ready: make(chan net.Conn), slots: make(chan struct{}, authPending), stop: make(chan struct{})}
+		ready: make(chan net.Conn), slots: make(chan struct{}, authPending), stop: make(chan struct{}),
+		pending: map[netip.Addr]int{}}
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil
@@ -289,15 +296,51 @@ func (s *AuthStream) acceptLoop() {
 			continue
 		}
 		delay = 0
+		src := sourceAddr(c)
+		if !s.admit(src) {
+			s.refuse(c, fmt.Errorf("%w: %d handshakes from %s under way already", ErrRaftAuth, authPerPeer, src))
+			_ = c.Close()
+			<-s.slots
+			continue
+		}
 		s.wg.Add(1)
-		go s.handshake(c)
+		go s.handshake(c, src)
 	}
 }
 
-// handshake authenticates c and hands it to Accept, or refuses it.
-func (s *AuthStream) handshake(c net.Conn) {
+// admit counts a handshake from src; false when src has authPerPeer under
+// way (one host cannot take every slot).
+func (s *AuthStream) admit(src netip.Addr) bool {
+	s.pendMu.Lock()
+	defer s.pendMu.Unlock()
+	if s.pending[src] >= authPerPeer {
+		return false
+	}
+	s.pending[src]++
+	return true
+}
+
+func (s *AuthStream) release(src netip.Addr) {
+	s.pendMu.Lock()
+	defer s.pendMu.Unlock()
+	if s.pending[src]--; s.pending[src] <= 0 {
+		delete(s.pending, src)
+	}
+}
+
+func sourceAddr(c net.Conn) netip.Addr {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// handshake authenticates c (from src) and hands it to Accept, or
+// refuses it.
+func (s *AuthStream) handshake(c net.Conn, src netip.Addr) {
 	defer s.wg.Done()
 	defer func() { <-s.slots }()
+	defer s.release(src)
 	done := make(chan struct{})
 	defer close(done)
 	go func() { // Close ends a handshake under way

@@ -371,3 +371,32 @@ func FuzzRaftHandshake(f *testing.F) {
 		require.ErrorIs(t, dialHandshake(drw, k), ErrRaftAuth)
 	})
 }
+
+// One source address cannot hold more than authPerPeer handshakes open:
+// the next connection is refused at once, and once the stalled ones go
+// the cluster works as before.
+func TestRaftPortBoundsHandshakesPerSource(t *testing.T) {
+	c := newAuthCluster(t)
+	c.healthy("start")
+	var stalled []net.Conn
+	for range authPerPeer {
+		stalled = append(stalled, rawConn(t, c.addrs[0]))
+	}
+	before := c.nodes[0].RaftRefused()
+	// The stalled ones may be the node's handshakes or wait in its accept
+	// loop; one more than the bound is refused once they all are in.
+	require.Eventually(t, func() bool {
+		nc := rawConn(t, c.addrs[0])
+		_ = nc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		_, err := nc.Read(make([]byte, 1))
+		var ne net.Error
+		refused := err != nil && !(errors.As(err, &ne) && ne.Timeout())
+		_ = nc.Close()
+		return refused
+	}, 20*time.Second, time.Millisecond, "the connection over the bound is closed at once")
+	require.Greater(t, c.nodes[0].RaftRefused(), before)
+	for _, nc := range stalled {
+		_ = nc.Close()
+	}
+	c.healthy("after")
+}
