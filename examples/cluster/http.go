@@ -67,11 +67,14 @@ func GroupsHandler(gs *replica.Groups, addr string, now func() time.Time) http.H
 type statusJSON struct {
 	replica.Status
 	Groups []replica.Status `json:"groups,omitempty"`
+	// RaftRefused counts the raft connections refused for want of the
+	// cluster secret (-cluster-secret-file).
+	RaftRefused uint64 `json:"raft_refused"`
 }
 
 func groupsStatus(gs *replica.Groups) statusJSON {
 	all := gs.Status()
-	s := statusJSON{Status: all[0]}
+	s := statusJSON{Status: all[0], RaftRefused: gs.RaftRefused()}
 	if len(all) > 1 {
 		s.Groups = all
 	}

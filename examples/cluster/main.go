@@ -46,8 +46,18 @@ func run(args []string) int {
 	timeout := fs.Duration("heartbeat", replica.DefaultHeartbeatTimeout, "raft heartbeat and election timeout (failover takes about twice this)")
 	groups := fs.Int("groups", 1, "raft groups the queues are sharded over (queue q in group q mod N); a data directory keeps its number")
 	logStore := fs.String("log-store", "", `raft log: "segment" (one fsync per batch) or "bolt"; default: the data directory's, "segment" for a new one`)
+	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster's shared secret (at least 16 bytes, the same on every member): raft connections must prove it")
+	insecureRaft := fs.Bool("insecure-raft", false, "allow a non-loopback -raft-addr without -cluster-secret-file (anyone who reaches it can append raft entries)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	var secret []byte
+	if *secretFile != "" {
+		var err error
+		if secret, err = replica.LoadSecret(*secretFile); err != nil {
+			fmt.Fprintln(os.Stderr, "bad -cluster-secret-file:", err)
+			return 2
+		}
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -58,10 +68,11 @@ func run(args []string) int {
 	defer stop()
 	var err error
 	if *bootstrap {
-		err = runLocalGroups(ctx, *data, *groups, log, os.Stderr)
+		err = runLocalGroups(ctx, *data, *groups, secret, log, os.Stderr)
 	} else {
 		err = runNode(ctx, *groups, replica.Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, Addr: *httpAddr, ClusterID: *cluster, Logger: log,
-			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout, LogStore: *logStore}, *join)
+			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout, LogStore: *logStore,
+			ClusterSecret: secret, InsecureRaft: *insecureRaft}, *join)
 	}
 	if err != nil {
 		log.Error("cluster: exit", "err", err)
@@ -261,12 +272,12 @@ func free(addrs []string) bool {
 // runLocal runs three nodes of one raft group on loopback in this process
 // and prints their addresses to out.
 func runLocal(ctx context.Context, data string, log *slog.Logger, out io.Writer) error {
-	return runLocalGroups(ctx, data, 1, log, out)
+	return runLocalGroups(ctx, data, 1, nil, log, out)
 }
 
 // runLocalGroups is runLocal with the queues sharded over groups raft
-// groups.
-func runLocalGroups(ctx context.Context, data string, groups int, log *slog.Logger, out io.Writer) error {
+// groups (and the raft ports authenticated with secret, when set).
+func runLocalGroups(ctx context.Context, data string, groups int, secret []byte, log *slog.Logger, out io.Writer) error {
 	raftAddrs, httpAddrs, err := localAddrs()
 	if err != nil {
 		return err
@@ -275,7 +286,8 @@ func runLocalGroups(ctx context.Context, data string, groups int, log *slog.Logg
 	cfgs := make([]replica.Config, 3)
 	for i := range cfgs {
 		id := fmt.Sprintf("n%d", i+1)
-		cfgs[i] = replica.Config{ID: id, Dir: filepath.Join(data, id), RaftAddr: raftAddrs[i], Addr: httpAddrs[i], Logger: log}
+		cfgs[i] = replica.Config{ID: id, Dir: filepath.Join(data, id), RaftAddr: raftAddrs[i], Addr: httpAddrs[i], Logger: log,
+			ClusterSecret: secret}
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(cfgs[i].RaftAddr)})
 	}
 	var up []*server

@@ -28,7 +28,8 @@ func freeAddr(t *testing.T) string {
 // proc is one node running in a child process of the test binary.
 type proc struct {
 	id, raft, http, dir, join string
-	groups                    int // -groups, 0 = the default
+	groups                    int    // -groups, 0 = the default
+	secret                    string // -cluster-secret-file, "" = none
 	cmd                       *exec.Cmd
 	log                       *os.File
 }
@@ -41,6 +42,9 @@ func (p *proc) start(t *testing.T) {
 	}
 	if p.groups != 0 {
 		args += fmt.Sprintf(" -groups %d", p.groups)
+	}
+	if p.secret != "" {
+		args += " -cluster-secret-file " + p.secret
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+args)
@@ -89,9 +93,12 @@ func TestThreeProcessesOverTCPSurviveALeaderKill(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	root := t.TempDir()
+	// The raft ports need the cluster secret (-cluster-secret-file).
+	secret := filepath.Join(root, "cluster.secret")
+	require.NoError(t, os.WriteFile(secret, []byte("three-processes-secret\n"), 0o600))
 	var ps []*proc
 	for i := 1; i <= 3; i++ {
-		p := &proc{id: fmt.Sprintf("n%d", i), raft: freeAddr(t), http: freeAddr(t), dir: filepath.Join(root, fmt.Sprintf("n%d", i))}
+		p := &proc{id: fmt.Sprintf("n%d", i), raft: freeAddr(t), http: freeAddr(t), dir: filepath.Join(root, fmt.Sprintf("n%d", i)), secret: secret}
 		if i > 1 {
 			p.join = ps[0].http
 		}
@@ -119,6 +126,24 @@ func TestThreeProcessesOverTCPSurviveALeaderKill(t *testing.T) {
 	ps[1].start(t)
 	ps[2].start(t)
 	require.Eventually(t, func() bool { s, err := getStatus(ps[0].http); return err == nil && len(s.Voters) == 3 }, 30*time.Second, 20*time.Millisecond)
+	// A stranger on a raft port is refused and counted in /status.
+	nc, err := net.Dial("tcp", ps[1].raft)
+	require.NoError(t, err)
+	_, _ = nc.Write([]byte("no handshake, just bytes on the raft port"))
+	_, err = nc.Read(make([]byte, 1))
+	require.Error(t, err, "the node closed it")
+	nc.Close()
+	require.Eventually(t, func() bool {
+		var st struct {
+			RaftRefused uint64 `json:"raft_refused"`
+		}
+		resp, err := http.Get("http://" + ps[1].http + "/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return json.NewDecoder(resp.Body).Decode(&st) == nil && st.RaftRefused > 0
+	}, 20*time.Second, 20*time.Millisecond)
 
 	var acked []int64
 	seq := int64(0)

@@ -34,7 +34,22 @@ func TestBadACLFileExitsTwo(t *testing.T) {
 	require.Contains(t, out.String(), "empty secretKey")
 }
 
-func TestSIGHUPReloadsTheACLFile(t *testing.T) {
+func TestSIGHUPReloadsTheACLFile(t *testing.T) { sighupReloads(t, "") }
+
+// A replicated node reloads its own ACL file on SIGHUP (the other nodes'
+// stay as they are: every node is reloaded on its own).
+func TestSIGHUPReloadsAReplicatedNodesACLFile(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "cluster.secret")
+	require.NoError(t, os.WriteFile(secret, []byte("sighup-test-cluster-secret"), 0o600))
+	ra := freeAddr(t)
+	sighupReloads(t, " -raft-id n1 -raft-addr "+ra+" -peers n1="+ra+" -bootstrap -cluster-secret-file "+secret)
+}
+
+// sighupReloads runs the program in a child process with -acl and extra
+// flags, and reloads its file with SIGHUP: a good file is taken, a bad one
+// is logged and changes nothing.
+func sighupReloads(t *testing.T, extra string) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "acl.json")
@@ -42,7 +57,7 @@ func TestSIGHUPReloadsTheACLFile(t *testing.T) {
 	br := freeAddr(t)
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), "RMQ_MAIN_CHILD=1", "RMQ_MAIN_ARGS=-data "+t.TempDir()+" -namesrv-addr "+freeAddr(t)+
-		" -broker-addr "+br+" -metrics-addr - -grpc-addr - -acl "+path)
+		" -broker-addr "+br+" -metrics-addr - -grpc-addr - -acl "+path+extra)
 	var out syncBuf
 	cmd.Stderr = &out
 	require.NoError(t, cmd.Start())

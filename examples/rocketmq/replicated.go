@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/brokercore/brokercore/examples/rocketmq/replicated"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
 )
@@ -16,6 +17,7 @@ import (
 type raftFlags struct {
 	id, addr, peers string
 	bootstrap       bool
+	secretFile      string
 }
 
 // replicatedFlags adds -raft-id, -raft-addr, -peers and -bootstrap: with
@@ -26,6 +28,7 @@ func replicatedFlags(fs *flag.FlagSet) *raftFlags {
 	fs.StringVar(&rf.addr, "raft-addr", "127.0.0.1:7001", "raft listen and advertised address of a replicated node")
 	fs.StringVar(&rf.peers, "peers", "", "the cluster's initial voters, this node among them: id=raftAddr[@brokerAddr[@grpcAddr]],…")
 	fs.BoolVar(&rf.bootstrap, "bootstrap", false, "start a new cluster from -peers (give every initial node the same -peers and -bootstrap; ignored once the node has raft state)")
+	fs.StringVar(&rf.secretFile, "cluster-secret-file", "", "file holding the cluster's shared secret (at least 16 bytes, the same on every node): raft connections must prove it; -acl needs it")
 	return rf
 }
 
@@ -33,18 +36,25 @@ func replicatedFlags(fs *flag.FlagSet) *raftFlags {
 // admin HTTP endpoint is not served in this mode; the gRPC endpoint is
 // (-grpc-addr; "-" = off), and gRPC routes name every peer's grpcAddr.
 //
-// ACL is not available in this mode yet (a follower forwards sends to the
-// leader, and raft's own traffic is not authenticated), so -acl is refused
-// and, as for a single broker without ACL, every listen address must be a
-// loopback one unless -insecure-allow-remote says otherwise.
+// -cluster-secret-file authenticates the raft port; -acl (the same file
+// on every node; SIGHUP reloads this node's only) needs it. As for a single
+// broker, the client listeners must be loopback ones without -acl, and the
+// raft address without a secret, unless -insecure-allow-remote.
 func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *slog.Logger) int {
 	peers, err := replicated.ParsePeers(rf.peers)
 	if err != nil {
 		log.Error("bad -peers", "err", err)
 		return 2
 	}
-	if cfg.ACL != nil {
-		log.Error("-acl is not supported with -raft-id yet")
+	var secret []byte
+	if rf.secretFile != "" {
+		if secret, err = replica.LoadSecret(rf.secretFile); err != nil {
+			log.Error("bad -cluster-secret-file", "err", err)
+			return 2
+		}
+	}
+	if cfg.ACL != nil && secret == nil {
+		log.Error("-acl with -raft-id needs -cluster-secret-file (raft and the forwarded requests are authenticated with it)")
 		return 2
 	}
 	grpcAddr := cfg.GRPCAddr
@@ -52,9 +62,16 @@ func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *s
 		grpcAddr = ""
 	}
 	if !cfg.InsecureAllowRemote {
-		addrs := map[string]string{"broker": cfg.BrokerAddr, "name server": cfg.NameSrvAddr, "raft": rf.addr}
-		if grpcAddr != "" {
-			addrs["grpc"] = grpcAddr
+		addrs := map[string]string{}
+		if cfg.ACL == nil {
+			addrs["broker"], addrs["name server"] = cfg.BrokerAddr, cfg.NameSrvAddr
+			if grpcAddr != "" {
+				addrs["grpc"] = grpcAddr
+			}
+		}
+		if secret == nil && !loopbackAddr(rf.addr) {
+			log.Error("start", "err", fmt.Errorf("raft address %s: %w (-cluster-secret-file, or -insecure-allow-remote)", rf.addr, replica.ErrInsecureRaft))
+			return 1
 		}
 		for what, a := range addrs {
 			if !loopbackAddr(a) {
@@ -65,7 +82,8 @@ func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *s
 	}
 	s, err := replicated.Start(replicated.Config{Dir: cfg.Dir, NameSrvAddr: cfg.NameSrvAddr, BrokerAddr: cfg.BrokerAddr, GRPCAddr: grpcAddr,
 		ID: rf.id, RaftAddr: rf.addr, Peers: peers, Bootstrap: rf.bootstrap, QueueNums: cfg.QueueNums,
-		LockMaxLiveTime: cfg.LockMaxLiveTime, Logger: log})
+		LockMaxLiveTime: cfg.LockMaxLiveTime, Logger: log,
+		ClusterSecret: secret, InsecureRaft: cfg.InsecureAllowRemote, ACL: cfg.ACL, ACLFile: cfg.ACLFile})
 	if err != nil {
 		log.Error("start", "err", err)
 		return 1

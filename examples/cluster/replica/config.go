@@ -46,6 +46,17 @@ type Config struct {
 	Addr string
 	// Transport replaces the TCP transport (tests use raft's in-memory one).
 	Transport raft.Transport
+	// ClusterSecret, when set (at least MinSecretLen bytes, the same on
+	// every member: LoadSecret reads a file of it), authenticates every
+	// connection of the TCP transport RaftAddr listens on with a mutual
+	// challenge–response before any raft RPC is read (auth.go); a peer
+	// without it is refused and counted (RaftRefused). A caller's
+	// Transport is the caller's to authenticate (NewAuthStream).
+	ClusterSecret []byte
+	// InsecureRaft allows a RaftAddr beyond loopback without a
+	// ClusterSecret (anyone who reaches the port could then append raft
+	// entries); without it such an address is refused with ErrInsecureRaft.
+	InsecureRaft bool
 
 	// Bootstrap lists the initial voters (including this node) of a new
 	// cluster. A node with existing raft state ignores it.
@@ -117,6 +128,9 @@ type Config struct {
 	// ErrUnreachable. nil = no check.
 	Probe func(id, raftAddr, addr string) error
 
+	// raftAuthTimeout bounds the raft handshake (tests; 0 = 10 s).
+	raftAuthTimeout time.Duration
+
 	// beforePropose is a test hook run before every scheduler delivery is
 	// proposed (the field report's slow append).
 	beforePropose func()
@@ -145,6 +159,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Transport == nil && c.RaftAddr == "" {
 		return c, fmt.Errorf("config: RaftAddr or Transport is required: %w", ErrInvalid)
+	}
+	if c.Transport == nil {
+		if err := checkRaftAddr(c); err != nil {
+			return c, err
+		}
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -44,6 +44,17 @@
 // the entry: it may still be committed by the next leader, so clients that
 // retry should deduplicate by message keys.
 //
+// # Raft port authentication
+//
+// With Config.ClusterSecret (the same on every member; LoadSecret reads a
+// file of it) every connection to the raft port starts with a mutual
+// HMAC-SHA256 challenge–response over both sides' random nonces, before the
+// group header and before any raft RPC is read; a peer that cannot prove the
+// secret is closed, logged and counted (RaftRefused). AuthStream does it
+// around any raft.StreamLayer, for a host that builds its own transport.
+// Without a secret a RaftAddr beyond loopback is refused (ErrInsecureRaft)
+// unless Config.InsecureRaft. It authenticates; it does not encrypt.
+//
 // # Several raft groups
 //
 // Groups (OpenGroups) runs several raft groups in one process and shards

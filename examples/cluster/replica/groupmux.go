@@ -26,6 +26,7 @@ import (
 // one would), and waits for its goroutines.
 type groupMux struct {
 	ln      net.Listener
+	auth    *AuthStream // ln, when a cluster secret authenticates the connections (before the header)
 	log     *slog.Logger
 	streams []*groupStream
 
@@ -44,13 +45,20 @@ const (
 	muxHandshake = 10 * time.Second
 )
 
-// listenGroups listens on addr for groups raft groups.
-func listenGroups(addr string, groups int, log *slog.Logger) (*groupMux, error) {
-	ln, err := net.Listen("tcp", addr)
+// listenGroups listens on addr for groups raft groups; with a secret,
+// every connection is authenticated before its header (auth.go).
+func listenGroups(addr string, groups int, secret []byte, authTimeout time.Duration, log *slog.Logger) (*groupMux, error) {
+	m := &groupMux{log: log, stop: make(chan struct{}), conns: map[*muxConn]struct{}{}}
+	var err error
+	if len(secret) > 0 {
+		m.auth, err = listenAuth(addr, secret, authTimeout, log)
+		m.ln = m.auth
+	} else {
+		m.ln, err = net.Listen("tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}
-	m := &groupMux{ln: ln, log: log, stop: make(chan struct{}), conns: map[*muxConn]struct{}{}}
 	for g := range groups {
 		m.streams = append(m.streams, &groupStream{mux: m, group: uint16(g), conns: make(chan net.Conn), closed: make(chan struct{})})
 	}
@@ -199,6 +207,12 @@ func (s *groupStream) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	c, err := d.Dial("tcp", string(address))
 	if err != nil {
 		return nil, err
+	}
+	if s.mux.auth != nil {
+		if err := s.mux.auth.dialOn(c, timeout); err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("raft group %d connection to %s: %w", s.group, address, err)
+		}
 	}
 	var h [muxHeaderLen]byte
 	copy(h[:], muxMagic[:])

@@ -96,7 +96,10 @@ func OpenGroups(cfg Config, groups int) (*Groups, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	mux, err := listenGroups(cfg.RaftAddr, groups, log.With("node", cfg.ID))
+	if err := checkRaftAddr(cfg); err != nil {
+		return nil, err
+	}
+	mux, err := listenGroups(cfg.RaftAddr, groups, cfg.ClusterSecret, cfg.raftAuthTimeout, log.With("node", cfg.ID))
 	if err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}

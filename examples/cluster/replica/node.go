@@ -35,6 +35,7 @@ type Node struct {
 	votes raft.StableStore // raft's term and vote
 	raftC []io.Closer      // closes logs and votes
 	trans raft.Transport
+	auth  *AuthStream // the TCP transport's authentication (Config.ClusterSecret), nil without
 	id    identity
 
 	observer *raft.Observer // peers' loss and return (peers.go)
@@ -153,6 +154,12 @@ func (n *Node) openRaft() (err error) {
 		return fmt.Errorf("open snapshots: %w", err)
 	}
 	n.trans = cfg.Transport
+	if n.trans == nil && len(cfg.ClusterSecret) > 0 {
+		if n.auth, err = listenAuth(cfg.RaftAddr, cfg.ClusterSecret, cfg.raftAuthTimeout, n.log); err != nil {
+			return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+		}
+		n.trans = raft.NewNetworkTransport(n.auth, 4, 10*time.Second, io.Discard)
+	}
 	if n.trans == nil {
 		n.trans, err = raft.NewTCPTransport(cfg.RaftAddr, nil, 4, 10*time.Second, io.Discard)
 		if err != nil {

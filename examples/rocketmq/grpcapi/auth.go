@@ -58,6 +58,16 @@ func (s *Server) authenticate(ctx context.Context) (caller, *v2.Status) {
 			c.ip = ta.AddrPort().Addr().Unmap()
 		}
 	}
+	if s.opts.ClientAddr != nil {
+		ip, ok, err := s.opts.ClientAddr(ctx)
+		if err != nil {
+			s.log.Warn("grpcapi: call refused", "client", c.ip.String(), "err", err)
+			return c, &v2.Status{Code: v2.Code_UNAUTHORIZED, Message: err.Error()}
+		}
+		if ok {
+			c.ip = ip
+		}
+	}
 	user, err := s.opts.ACL.AuthenticateV5(first(ctx, acl.V5AuthorizationHeader), first(ctx, acl.V5DateTimeHeader))
 	if err != nil {
 		s.log.Info("grpcapi: unauthenticated call", "user", user, "client", c.ip.String(), "err", err)

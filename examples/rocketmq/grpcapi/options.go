@@ -1,7 +1,9 @@
 package grpcapi
 
 import (
+	"context"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -125,6 +127,11 @@ type Options struct {
 	// ACL, if set, authenticates every call by its v5 signature and
 	// authorizes each request before it runs (see auth.go); nil = none.
 	ACL *acl.Authorizer
+	// ClientAddr, if set, names a call's client when it is not the
+	// connection's peer (a replicated leader serving a call a member
+	// forwarded, whose client address the member vouched for): ok false
+	// is the peer's address; an error refuses the call UNAUTHORIZED.
+	ClientAddr func(ctx context.Context) (addr netip.Addr, ok bool, err error)
 	// ReadBufferSize is each connection's read buffer (default
 	// DefaultReadBufferSize). It is most of what an idle connection costs:
 	// about 38 KB of heap in plaintext and 44 KB over TLS with the

@@ -17,44 +17,59 @@ import (
 
 // BenchmarkSend is one send at a time on one connection to the leader's
 // broker and to a follower's (which forwards it to the leader): what the
-// follower's hop costs. Three in-process nodes share the machine.
+// follower's hop costs, with ACL off and on (a signed send, checked by the
+// leader; through a follower, marked and the mark verified too). Three
+// in-process nodes share the machine.
 func BenchmarkSend(b *testing.B) {
-	for _, via := range []string{"leader", "follower"} {
-		b.Run("via="+via, func(b *testing.B) {
-			c := startCluster(b, 3)
-			l := c.leader(30 * time.Second)
-			addr := c.nodes[l].BrokerAddr()
-			if via == "follower" {
-				addr = c.nodes[(l+1)%3].BrokerAddr()
+	for _, aclOn := range []bool{false, true} {
+		for _, via := range []string{"leader", "follower"} {
+			name := "via=" + via
+			if aclOn {
+				name = "acl=on,via=" + via
 			}
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer conn.Close()
-			r := bufio.NewReader(conn)
-			cmd := sendCmd("bench", "0123456789abcdef0123456789abcdef")
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				cmd.Opaque = int32(i + 1)
-				f, err := wire.Encode(cmd)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := conn.Write(f); err != nil {
-					b.Fatal(err)
-				}
-				fr, err := wire.ReadFrame(r, wire.DefaultMaxFrame)
-				if err != nil {
-					b.Fatal(err)
-				}
-				resp, err := wire.Decode(fr)
-				if err != nil || resp.Code != wire.Success {
-					b.Fatalf("%v %+v", err, resp)
-				}
-			}
-		})
+			b.Run(name, func(b *testing.B) { benchSend(b, aclOn, via) })
+		}
+	}
+}
+
+func benchSend(b *testing.B, aclOn bool, via string) {
+	var tweaks []func(*Config)
+	cmd := sendCmd("orders", "0123456789abcdef0123456789abcdef")
+	if aclOn {
+		tweaks = append(tweaks, withACL(b))
+		signed(cmd, "app", "app-secret")
+	}
+	c := startCluster(b, 3, tweaks...)
+	l := c.leader(30 * time.Second)
+	addr := c.nodes[l].BrokerAddr()
+	if via == "follower" {
+		addr = c.nodes[(l+1)%3].BrokerAddr()
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cmd.Opaque = int32(i + 1)
+		f, err := wire.Encode(cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := conn.Write(f); err != nil {
+			b.Fatal(err)
+		}
+		fr, err := wire.ReadFrame(r, wire.DefaultMaxFrame)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp, err := wire.Decode(fr)
+		if err != nil || resp.Code != wire.Success {
+			b.Fatalf("%v %+v", err, resp)
+		}
 	}
 }
 

@@ -106,6 +106,35 @@
 // leader its routes name; a new leader starts with an empty table
 // (locks.go).
 //
-// Not replicated (yet): the metrics and admin HTTP endpoint, and ACL (the
-// program refuses -acl with -raft-id).
+// Access control (Config.ACL, the program's -acl): every node loads the
+// same ACL file, and needs Config.ClusterSecret (-cluster-secret-file),
+// which authenticates the raft port (replica.Config.ClusterSecret: a peer
+// that cannot prove it is refused before raft reads anything) and keys the
+// marks of forwarded requests. Each node checks what it serves itself —
+// routes, pulls, offsets, heartbeats, AUTH_* reads, gRPC calls — as a
+// single broker does. The writes a follower forwards (sends, send-backs,
+// table and ACL changes) are checked by the leader, which holds the newest
+// rules: the follower refuses one without credentials, and passes the
+// others on with the client's own fields and signature under a mark, an
+// HMAC keyed by the cluster secret over the client's address, the code
+// and the signature (acl.go). The leader verifies and removes the mark,
+// then checks the client's signature and rules with the client's address;
+// a request carrying a mark that does not verify (a client cannot make
+// one) is refused NO_PERMISSION, so neither a follower nor a forged
+// "forwarded" field gets a request past the rules. A forwarded v5 call is
+// checked by the follower and again by the leader, marked the same way in
+// its metadata (over the client's address, the method and its signature):
+// a mark that does not verify is refused UNAUTHORIZED on any node.
+//
+// Apache 5.3's AUTH_* edits (createUser … deleteAcl, on any node) go
+// through the admin log like the table changes: every node applies them in
+// order to its own ACL file (written atomically, then in force), so a user
+// created on one node sends through any node at once (sends are the
+// leader's to check) and is refused everywhere once deleted; what a
+// follower serves itself follows as soon as it applied the entry. A
+// node's SIGHUP reload is that node's only: change every node's file, or
+// edit through AUTH_*. Give every node the same initial file: a new node
+// applies the whole admin log to it.
+//
+// Not replicated (yet): the metrics and admin HTTP endpoint.
 package replicated

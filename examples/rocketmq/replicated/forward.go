@@ -11,8 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokercore/brokercore/acl"
 	"github.com/brokercore/brokercore/examples/cluster/replica"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/authadmin"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/remoteacl"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 )
@@ -38,6 +41,13 @@ type handler struct {
 	fwd    *forwarder
 	tables *tables
 	stop   <-chan struct{}
+
+	// With ACL on (acl.go): acl checks what this node serves itself (in
+	// front of serveLocal), auth answers the AUTH_* requests, fkey marks
+	// the requests forwarded to the leader.
+	acl  *remoteacl.Handler
+	auth *authadmin.Service
+	fkey []byte
 }
 
 // isSend reports the writes a follower forwards: sends (transactional ones
@@ -57,30 +67,35 @@ func isSend(code int16) bool {
 // The admin's table changes (broker.TableChange) go through raft
 // (tables.go): the leader logs them, a follower forwards them.
 func (h *handler) Serve(ctx context.Context, c *transport.Conn, req *wire.Command) *wire.Command {
-	if req.Code == wire.CodeLockBatchMQ && !h.n.IsLeader() {
-		return h.grantNone(req) // locks.go: queue locks are the leader's
-	}
-	change := broker.TableChange(req.Code)
-	if req.ExtFields[forwardedField] != "" {
+	change := h.isChange(req.Code)
+	if _, marked := forwardedClient(ctx); marked || req.ExtFields[forwardedField] != "" {
 		h.b.RelayConn(c) // a follower's: never asked about a transaction (txn.go)
 	}
 	local := func() *wire.Command {
-		if change {
-			return h.tables.propose(ctx, h.stop, req) // SERVICE_NOT_AVAILABLE on a follower
+		if h.acl != nil {
+			return h.acl.Serve(ctx, c, req) // checked, then serveLocal
 		}
-		return h.b.Serve(ctx, c, req)
+		return h.serveLocal(ctx, c, req)
 	}
 	if (!isSend(req.Code) && !change) || h.n.IsLeader() {
 		return local()
 	}
 	_, addr := h.n.Leader()
-	if addr == "" || addr == h.self || req.ExtFields[forwardedField] != "" {
+	_, forwarded := forwardedClient(ctx)
+	if addr == "" || addr == h.self || req.ExtFields[forwardedField] != "" || forwarded {
 		// No leader to forward to, or a send forwarded here already (two
 		// nodes that each think the other leads must not pass it on forever).
 		return local() // the Writer answers SERVICE_NOT_AVAILABLE, or raft leads already
 	}
+	fwd := req
+	if h.acl != nil {
+		if req.ExtFields[acl.FieldAccessKey] == "" {
+			return local() // refused here: no credentials
+		}
+		fwd = markForward(h.fkey, c.RemoteAddr().String(), req) // the leader checks it (acl.go)
+	}
 	h.b.HeardSender(c, req) // a transaction's producer, should this node lead (txn.go)
-	resp, err := h.fwd.call(ctx, addr, req)
+	resp, err := h.fwd.call(ctx, addr, fwd)
 	if err != nil {
 		h.fwd.log.Info("send not forwarded to the leader", "leader", addr, "err", err)
 		return wire.NewResponse(req, wire.ServiceNotAvailable, "forward to leader "+addr+": "+err.Error())
@@ -91,19 +106,44 @@ func (h *handler) Serve(ctx context.Context, c *transport.Conn, req *wire.Comman
 	return resp
 }
 
+// serveLocal is what this node answers itself: a change is logged
+// through raft (SERVICE_NOT_AVAILABLE on a follower), an AUTH_* read is
+// the node's rules', the rest the broker's.
+func (h *handler) serveLocal(ctx context.Context, c *transport.Conn, req *wire.Command) *wire.Command {
+	if req.Code == wire.CodeLockBatchMQ && !h.n.IsLeader() {
+		return h.grantNone(req) // locks.go: queue locks are the leader's (after the ACL check)
+	}
+	switch {
+	case h.isChange(req.Code):
+		return h.tables.propose(ctx, h.stop, req)
+	case h.auth != nil && authadmin.IsAuthAdmin(req.Code):
+		return h.auth.Serve(req)
+	}
+	return h.b.Serve(ctx, c, req)
+}
+
+// isChange reports the changes replicated through the admin log: the
+// broker's table changes, and with ACL on the AUTH_* edits.
+func (h *handler) isChange(code int16) bool {
+	return broker.TableChange(code) || (h.auth != nil && isAuthChange(code))
+}
+
 // Inline implements transport.InlineHandler: a forwarded send waits for
 // the leader, so sends are never inline here.
 func (h *handler) Inline(req *wire.Command) bool {
-	return !isSend(req.Code) && !broker.TableChange(req.Code) && h.b.Inline(req)
+	return !isSend(req.Code) && !h.isChange(req.Code) && !authadmin.IsAuthAdmin(req.Code) && h.b.Inline(req)
 }
 
 // Batch and ServeBatch implement transport.BatchHandler (the broker's: a
 // broker with a Writer batches nothing).
 func (h *handler) Batch(req *wire.Command) bool {
-	return !isSend(req.Code) && !broker.TableChange(req.Code) && h.b.Batch(req)
+	return !isSend(req.Code) && !h.isChange(req.Code) && !authadmin.IsAuthAdmin(req.Code) && h.b.Batch(req)
 }
 
 func (h *handler) ServeBatch(ctx context.Context, c *transport.Conn, reqs []*wire.Command) []*wire.Command {
+	if h.acl != nil {
+		return h.acl.ServeBatch(ctx, c, reqs)
+	}
 	return h.b.ServeBatch(ctx, c, reqs)
 }
 
@@ -144,7 +184,9 @@ func (f *forwarder) call(ctx context.Context, addr string, req *wire.Command) (*
 	if cmd.ExtFields == nil {
 		cmd.ExtFields = map[string]string{}
 	}
-	cmd.ExtFields[forwardedField] = "1"
+	if cmd.ExtFields[forwardedField] == "" {
+		cmd.ExtFields[forwardedField] = "1" // with ACL on, the handler's mark (acl.go)
+	}
 	frame, err := wire.Encode(&cmd)
 	if err != nil {
 		fc.c.Close()

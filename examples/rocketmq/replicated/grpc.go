@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -63,6 +64,11 @@ func (s *Server) startGRPC() error {
 	f := &gforward{n: s.node, self: s.cfg.ID, addrs: s.grpcAddrs(), conns: map[string]*grpc.ClientConn{},
 		wait: DefaultForwardTimeout, log: s.log}
 	s.gfwd = f
+	var clientAddr func(context.Context) (netip.Addr, bool, error)
+	if s.cfg.ACL != nil {
+		f.key = replica.DeriveKey(s.cfg.ClusterSecret, grpcForwardPurpose)
+		clientAddr = f.clientAddr
+	}
 	var advertise []string
 	for _, a := range f.addrs {
 		advertise = append(advertise, a)
@@ -77,6 +83,8 @@ func (s *Server) startGRPC() error {
 		GroupFIFO:          s.groups.Orderly,
 		TopicMessageType:   s.topicConfigs.MessageType,
 		Writer:             gwriter{s.node},
+		ACL:                s.cfg.ACL, // every node checks every call; the leader again what is forwarded
+		ClientAddr:         clientAddr,
 		Pop:                gpop{s.node},
 		Timers:             gtimers{s.node}, // RecallMessage (recall.go)
 		UnaryInterceptors:  []grpc.UnaryServerInterceptor{f.unary},
@@ -193,6 +201,8 @@ type gforward struct {
 	// longPolling is what a client's settings told this node (the gRPC
 	// server's ClientLongPolling), set once the server exists.
 	longPolling func(clientID string) time.Duration
+	// key marks the forwarded calls with ACL on (acl.go), nil = "1".
+	key []byte
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -304,7 +314,7 @@ func (f *gforward) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 		if err != nil {
 			return handler(ctx, req)
 		}
-		resp, err := forwardUnary(outgoing(ctx), c, req)
+		resp, err := forwardUnary(f.outgoing(ctx), c, req)
 		if errors.Is(err, errNotForwarded) {
 			return handler(ctx, req)
 		}
@@ -378,7 +388,7 @@ func (f *gforward) relay(ctx context.Context, addr string, req *v2.ReceiveMessag
 	if err != nil {
 		return false, err
 	}
-	cs, err := c.ReceiveMessage(outgoing(ctx), req)
+	cs, err := c.ReceiveMessage(f.outgoing(ctx), req)
 	if err != nil {
 		return false, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore"
+	"github.com/brokercore/brokercore/acl"
 	"github.com/brokercore/brokercore/consumer"
 	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/brokercore/brokercore/examples/rocketmq/grpcapi"
@@ -118,6 +119,21 @@ type Config struct {
 	// Now is the replica's clock (replica.Config.Now: message timestamps,
 	// the scheduler, the transactions' due times); nil = time.Now.
 	Now func() time.Time `json:"-"`
+
+	// ClusterSecret (at least replica.MinSecretLen bytes, the same on
+	// every node) authenticates the raft port (replica.Config.ClusterSecret;
+	// a caller's Transport is the caller's to authenticate) and keys the
+	// marks of the requests followers forward (acl.go). ACL needs it.
+	ClusterSecret []byte
+	// InsecureRaft allows a RaftAddr beyond loopback without a
+	// ClusterSecret (replica.Config.InsecureRaft).
+	InsecureRaft bool
+	// ACL, if set, is every listener's access control, as a single
+	// broker's (server.Config.ACL): give every node the same rules.
+	// ACLFile is the file they were loaded from, which the replicated
+	// AUTH_* edits rewrite on every node ("" = in memory only).
+	ACL     *acl.Authorizer
+	ACLFile string
 }
 
 // Server is one running node.
@@ -143,6 +159,7 @@ type Server struct {
 	grpcAddr string
 	grpc     *grpcapi.Server
 	gfwd     *gforward
+	gate     *gate // forwarded marks, with ACL on (acl.go)
 
 	checker txnChecker // the leader's check-backs (txn.go)
 
@@ -163,6 +180,11 @@ func Start(cfg Config) (s *Server, err error) {
 		if _, err := schedule.ParseLevels(cfg.DelayLevels); err != nil {
 			return nil, fmt.Errorf("replicated: delay levels: %w", err)
 		}
+	}
+	if cfg.ACL != nil && len(cfg.ClusterSecret) < replica.MinSecretLen {
+		// Without it, anyone who reaches the raft port could append entries
+		// (rules included), and forwarded requests could not be told apart.
+		return nil, fmt.Errorf("replicated: ACL needs a cluster secret of at least %d bytes", replica.MinSecretLen)
 	}
 	if cfg.QueueNums <= 0 {
 		cfg.QueueNums = DefaultQueueNums
@@ -216,7 +238,7 @@ func (s *Server) open() (err error) {
 		Addr: s.brAddr, Transport: cfg.Transport, Levels: cfg.DelayLevels, Logger: cfg.Logger,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
 		KeyProperties: []string{"UNIQ_KEY"}, // the message id, for QUERY_MESSAGE by unique key
-		Now:           cfg.Now}
+		Now:           cfg.Now, ClusterSecret: cfg.ClusterSecret, InsecureRaft: cfg.InsecureRaft}
 	rc.Transactions = s.txnOptions() // txn.go
 	if cfg.Bootstrap {
 		rc.BootstrapAddrs = map[string]string{}
@@ -250,15 +272,17 @@ func (s *Server) open() (err error) {
 	if s.tables, err = newTables(s.node, s.broker, filepath.Join(cfg.Dir, appliedFile), s.log); err != nil {
 		return err
 	}
+	s.tables.auth = s.authService() // nil with ACL off
 	s.untables = s.node.Store().Subscribe(s.tables.notify)
 	s.tables.applyAvailable() // what the replica holds already, before serving
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
 		NoAutoCreate: cfg.NoAutoCreate, LeaderAddr: s.node.LeaderAddr, WriteOnly: s.followers, Logger: cfg.Logger,
 		TopicConfig: s.routeConfig})
-	s.nsrv = transport.NewServer(ns, transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
 	s.fwd = &forwarder{log: s.log, timeout: DefaultForwardTimeout, idle: map[string][]*fconn{}}
 	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd, tables: s.tables, stop: s.stop}
-	s.bsrv = transport.NewServer(h, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
+	bh, guard := s.setupACL(h)
+	s.nsrv = transport.NewServer(guard(ns), transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
+	s.bsrv = transport.NewServer(bh, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
 	if s.grpcLn != nil {
 		return s.startGRPC()
 	}

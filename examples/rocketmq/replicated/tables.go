@@ -14,6 +14,7 @@ import (
 
 	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/brokercore/brokercore/examples/rocketmq/internal/atomicfile"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/authadmin"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/store"
@@ -46,6 +47,7 @@ type tables struct {
 	path string
 	log  *slog.Logger
 	wake chan struct{}
+	auth *authadmin.Service // applies the AUTH_* edits (ACL on; acl.go), nil = none
 
 	mu      sync.Mutex
 	next    int64                   // the next offset of AdminTopic/0 to apply
@@ -137,7 +139,12 @@ func (t *tables) apply(m *store.Message) *wire.Command {
 		t.log.Warn("admin log entry skipped", "offset", m.QueueOffset, "err", err)
 		return &wire.Command{Code: wire.SystemError, Remark: "admin log entry does not decode: " + err.Error()}
 	}
-	resp := t.b.ApplyTableChange(cmd)
+	var resp *wire.Command
+	if t.auth != nil && authadmin.IsAuthAdmin(cmd.Code) {
+		resp = t.auth.Serve(cmd) // this node's ACL file, written atomically, then in force
+	} else {
+		resp = t.b.ApplyTableChange(cmd)
+	}
 	if resp.Code != wire.Success {
 		t.log.Info("admin change refused", "offset", m.QueueOffset, "code", cmd.Code, "response", resp.Code, "err", resp.Remark)
 	}

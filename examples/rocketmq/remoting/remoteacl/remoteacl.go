@@ -66,6 +66,11 @@ type Options struct {
 	// Logger receives every refusal with user, resource, action, request
 	// code and client (nil = discard).
 	Logger *slog.Logger
+	// ClientAddr, if set, names a request's client when it is not the
+	// connection's peer (a replicated leader serving what a member
+	// forwarded, whose client address the member vouched for); nil, or a
+	// nil answer, is the connection's remote address.
+	ClientAddr func(ctx context.Context) net.Addr
 }
 
 // Handler is a transport.Handler with access control in front of another.
@@ -102,7 +107,7 @@ func (h *Handler) Stats() Stats {
 
 // Serve implements transport.Handler.
 func (h *Handler) Serve(ctx context.Context, c *transport.Conn, req *wire.Command) *wire.Command {
-	if resp := h.check(c, req); resp != nil {
+	if resp := h.check(ctx, c, req); resp != nil {
 		return resp
 	}
 	return h.h.Serve(ctx, c, req)
@@ -126,7 +131,7 @@ func (h *Handler) ServeBatch(ctx context.Context, c *transport.Conn, reqs []*wir
 	resps := make([]*wire.Command, len(reqs))
 	pass := make([]*wire.Command, 0, len(reqs))
 	for i, req := range reqs {
-		if resps[i] = h.check(c, req); resps[i] == nil {
+		if resps[i] = h.check(ctx, c, req); resps[i] == nil {
 			pass = append(pass, req)
 		}
 	}
@@ -164,7 +169,12 @@ func (h *Handler) ConnClosed(c *transport.Conn) {
 }
 
 // check authenticates and authorizes req; a non-nil answer refuses it.
-func (h *Handler) check(c *transport.Conn, req *wire.Command) *wire.Command {
+func (h *Handler) check(ctx context.Context, c *transport.Conn, req *wire.Command) *wire.Command {
+	if h.opts.ClientAddr != nil {
+		if a := h.opts.ClientAddr(ctx); a != nil {
+			return h.verdict(a, req)
+		}
+	}
 	return h.verdict(c.RemoteAddr(), req)
 }
 
