@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/netip"
 
 	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/brokercore/brokercore/examples/rocketmq/replicated"
@@ -69,12 +67,12 @@ func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *s
 				addrs["grpc"] = grpcAddr
 			}
 		}
-		if secret == nil && !loopbackAddr(rf.addr) {
+		if secret == nil && !server.Loopback(rf.addr) {
 			log.Error("start", "err", fmt.Errorf("raft address %s: %w (-cluster-secret-file, or -insecure-allow-remote)", rf.addr, replica.ErrInsecureRaft))
 			return 1
 		}
 		for what, a := range addrs {
-			if !loopbackAddr(a) {
+			if !server.Loopback(a) {
 				log.Error("start", "err", fmt.Errorf("%w: %s address %s", server.ErrInsecureListen, what, a))
 				return 1
 			}
@@ -95,17 +93,4 @@ func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *s
 		return 1
 	}
 	return 0
-}
-
-// loopbackAddr reports whether a listen address binds loopback only.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }

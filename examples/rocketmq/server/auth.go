@@ -53,16 +53,16 @@ func (cfg Config) checkListen() error {
 		if a == "" || a == "-" {
 			continue
 		}
-		if !loopback(a) {
+		if !Loopback(a) {
 			return fmt.Errorf("%w: %s address %s", ErrInsecureListen, what, a)
 		}
 	}
 	return nil
 }
 
-// loopback reports whether a listen address binds loopback only. An empty
+// Loopback reports whether a listen address binds loopback only. An empty
 // host (":9876") or a name other than localhost binds beyond it.
-func loopback(addr string) bool {
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
