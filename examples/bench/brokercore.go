@@ -100,9 +100,24 @@ func storeAppend(e *env, policy store.SyncPolicy, batch, producers int, n int64,
 }
 
 // filledStore opens a store in a fresh directory and appends n messages of
-// size bytes to queue 0 of the bench topic, in batches of 128, then closes
-// nothing: the caller owns the store.
+// size bytes to queue 0 of the bench topic, in batches of 128, then fsyncs
+// and closes nothing: the caller owns the store.
 func filledStore(e *env, name string, n int64, size int, opts store.Options) (*store.Store, string, error) {
+	st, dir, err := freshStore(e, name, n, size, opts, nil)
+	if err != nil {
+		return nil, dir, err
+	}
+	if err := st.Sync(); err != nil {
+		st.Close()
+		return nil, dir, err
+	}
+	return st, dir, nil
+}
+
+// freshStore opens a SyncNone store (opts otherwise) in a fresh directory
+// and appends n messages of size bytes to the bench topic, message i on
+// queue queueOf(i) (nil: queue 0), in batches of 128; the caller owns it.
+func freshStore(e *env, name string, n int64, size int, opts store.Options, queueOf func(i int64) int) (*store.Store, string, error) {
 	dir, err := e.dir(name)
 	if err != nil {
 		return nil, "", err
@@ -113,17 +128,18 @@ func filledStore(e *env, name string, n int64, size int, opts store.Options) (*s
 		return nil, dir, err
 	}
 	msgs := newMessages(128, payload(size))
-	for left := n; left > 0; {
-		k := min(left, 128)
+	for i := int64(0); i < n; {
+		k := min(n-i, 128)
+		if queueOf != nil {
+			for j := range k {
+				msgs[j].QueueID = queueOf(i + j)
+			}
+		}
 		if err := st.Append(msgs[:k]...); err != nil {
 			st.Close()
 			return nil, dir, err
 		}
-		left -= k
-	}
-	if err := st.Sync(); err != nil {
-		st.Close()
-		return nil, dir, err
+		i += k
 	}
 	return st, dir, nil
 }

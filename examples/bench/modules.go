@@ -74,10 +74,11 @@ func modulesCmd(ctx context.Context, args []string, progress io.Writer) error {
 	}
 	tables := modTables()
 	if *only != "" {
-		tables = slices.DeleteFunc(tables, func(t modTable) bool { return !strings.HasPrefix(t.title, tableSet[*only]) })
-		if len(tables) == 0 {
+		prefix, ok := tableSet[*only]
+		if !ok {
 			return fmt.Errorf("-only %q: want cluster or acl", *only)
 		}
+		tables = slices.DeleteFunc(tables, func(t modTable) bool { return !strings.HasPrefix(t.title, prefix) })
 	}
 	tmp, err := os.MkdirTemp("", "bench-modules-")
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"maps"
 	"testing"
 )
@@ -50,5 +51,13 @@ func TestPerRoundRatioIsTheMedianOfEachRoundsOwnRatio(t *testing.T) {
 	}
 	if _, ok := statOf(a, "y"); ok {
 		t.Error("a metric no round has")
+	}
+}
+
+func TestModulesRefusesBadFlagsBeforeBuildingAnything(t *testing.T) {
+	for _, args := range [][]string{{"-only", "cluter"}, {"-rounds", "0"}} {
+		if err := modulesCmd(t.Context(), args, io.Discard); err == nil {
+			t.Errorf("%v: no error", args)
+		}
 	}
 }

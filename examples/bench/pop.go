@@ -82,34 +82,15 @@ func popQueuesCase(system, ref string, queues int, n int64) *bcase {
 
 // spreadStore opens a SyncNone store in a fresh directory holding n
 // messages of bodySize bytes spread over queues queues of the bench topic
-// (queue q gets n/queues, the first n%queues one more); the caller owns it.
+// (queue q gets n/queues, the first n%queues one more, each queue's
+// messages in one run of the log); the caller owns it.
 func spreadStore(e *env, n int64, queues int) (*store.Store, string, error) {
-	dir, err := e.dir("popq")
-	if err != nil {
-		return nil, "", err
-	}
-	st, err := store.Open(dir, store.Options{Sync: store.SyncNone})
-	if err != nil {
-		return nil, dir, err
-	}
-	body := payload(bodySize)
-	for q := range queues {
-		left := n / int64(queues)
-		if int64(q) < n%int64(queues) {
-			left++
+	per, extra := n/int64(queues), n%int64(queues)
+	return freshStore(e, "popq", n, bodySize, store.Options{}, func(i int64) int {
+		long := extra * (per + 1) // the first extra queues' messages
+		if i < long {
+			return int(i / (per + 1))
 		}
-		for left > 0 {
-			k := min(left, 128)
-			msgs := newMessages(int(k), body)
-			for _, m := range msgs {
-				m.QueueID = q
-			}
-			if err := st.Append(msgs...); err != nil {
-				st.Close()
-				return nil, dir, err
-			}
-			left -= k
-		}
-	}
-	return st, dir, nil
+		return int(extra + (i-long)/per)
+	})
 }

@@ -109,30 +109,10 @@ func queueAppendCase(system, ref string, queues, named int, n int64) *bcase {
 }
 
 // fillQueues opens a SyncNone store in a fresh directory and appends n
-// messages of 1 KiB spread round-robin over queues queues, in batches of
-// 100; the caller owns the store.
+// messages of 1 KiB spread round-robin over queues queues; the caller owns
+// the store.
 func fillQueues(e *env, queues int, n int) (*store.Store, string, error) {
-	dir, err := e.dir("fill")
-	if err != nil {
-		return nil, "", err
-	}
-	st, err := store.Open(dir, store.Options{Sync: store.SyncNone})
-	if err != nil {
-		return nil, dir, err
-	}
-	body := payload(bodySize)
-	batch := make([]*store.Message, 0, 100)
-	for i := range n {
-		batch = append(batch, &store.Message{Topic: benchTopic, QueueID: i % queues, Body: body})
-		if len(batch) == cap(batch) || i == n-1 {
-			if err := st.Append(batch...); err != nil {
-				st.Close()
-				return nil, dir, err
-			}
-			batch = batch[:0]
-		}
-	}
-	return st, dir, nil
+	return freshStore(e, "fill", int64(n), bodySize, store.Options{}, func(i int64) int { return int(i % int64(queues)) })
 }
 
 // liveHeap is the heap in use after a full collection.
