@@ -225,6 +225,12 @@ func TestACLEditsAreReplicated(t *testing.T) {
 	}
 	for i, s := range c.nodes {
 		require.Eventually(t, func() bool { return !aclFileHas(t, s, "bob") }, 10*time.Second, 10*time.Millisecond, "node %d's file", i)
+		// The file is written before the rules change (a failed write
+		// changes nothing), so wait for the rules too.
+		require.Eventually(t, func() bool {
+			_, err := s.cfg.ACL.Authorize("bob", acl.Topic("bobs"), acl.Pub, netip.MustParseAddr("127.0.0.1"))
+			return err != nil
+		}, 10*time.Second, 10*time.Millisecond, "node %d's rules", i)
 		route := signed(&wire.Command{Code: wire.CodeGetRouteInfoByTopic, Language: "GO", Version: 317,
 			ExtFields: map[string]string{"topic": "bobs"}}, "bob", "b0b-secret")
 		require.Equal(t, wire.NoPermission, mustCall(t, s.NameSrvAddr(), route).Code, "node %d serves a deleted user", i)
