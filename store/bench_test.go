@@ -165,6 +165,15 @@ func BenchmarkAppendSyncGroupConcurrent(b *testing.B) {
 		})
 		reportRate(b, int(next-1))
 	})
+	b.Run("handoff64-batch64-fsync", func(b *testing.B) {
+		// The floor of any synchronous 64-appender API on the same wal:
+		// 64 goroutines each hand one encoded record to a minimal group
+		// committer (a mutex, a slice, a channel each) and wait for its
+		// WriteBatch and fsync, as rawwal-batch64-fsync does in one loop.
+		// No offsets, no index, no checks: what remains is waking and
+		// running 64 goroutines per round.
+		benchHandoffFloor(b, 64)
+	})
 	for _, n := range []int{1, 64} {
 		b.Run(fmt.Sprintf("appenders%d", n), func(b *testing.B) {
 			s := openT(b, b.TempDir(), Options{})
@@ -413,4 +422,71 @@ func BenchmarkAppendManyQueues(b *testing.B) {
 			b.ReportMetric(float64(ckpts), "checkpoints")
 		})
 	}
+}
+
+// benchHandoffFloor: n appenders, each doing ceil(b.N/n) synchronous
+// appends through a minimal group committer whose leader writes a full
+// round of n records in one WriteBatch and fsyncs it.
+func benchHandoffFloor(b *testing.B, n int) {
+	m := benchMsg(0)
+	m.StoredAt = time.Now()
+	rec := appendRecord(nil, m, true)
+	l, err := wal.Open(b.TempDir(), &wal.Options{SegmentSize: DefaultSegmentSize, SegmentCacheSize: 1, AllowEmpty: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var (
+		mu    sync.Mutex
+		recs  [][]byte
+		waits []chan struct{}
+		full  = make(chan struct{}, 1)
+	)
+	per := (b.N + n - 1) / n
+	rounds := per
+	b.ResetTimer()
+	reportCPU(b, per*n, func() {
+		var wg sync.WaitGroup
+		for w := 0; w < n; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				done := make(chan struct{}, 1)
+				for range per {
+					mu.Lock()
+					recs = append(recs, rec)
+					waits = append(waits, done)
+					if len(recs) == n {
+						full <- struct{}{}
+					}
+					mu.Unlock()
+					<-done
+				}
+			}()
+		}
+		var wb wal.Batch
+		next := uint64(1)
+		var answer []chan struct{}
+		var take [][]byte
+		for range rounds {
+			<-full
+			mu.Lock()
+			take, recs = recs, take[:0]
+			answer, waits = waits, answer[:0]
+			mu.Unlock()
+			wb.Clear()
+			for _, r := range take {
+				wb.Write(next, r)
+				next++
+			}
+			if err := l.WriteBatch(&wb); err != nil { // fsyncs (NoSync false)
+				b.Fatal(err)
+			}
+			for _, c := range answer {
+				c <- struct{}{}
+			}
+		}
+		wg.Wait()
+	})
+	reportRate(b, per*n)
 }

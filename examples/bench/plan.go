@@ -105,6 +105,7 @@ func cases(cfg *config) []*bcase {
 			cs = append(cs,
 				walAppendCase("wal fsync per Write", 1, true, cfg.durableN, cfg.durableT),
 				walAppendCase(walBatch64Sync, 64, true, cfg.durableN, cfg.durableT),
+				walHandoffCase(64, cfg.durableN, cfg.durableT),
 				storeDurableCase("brokercore SyncGroup, 1 producer", "jetstream SyncAlways, 1 publisher", 1, cfg.durableN, cfg.durableT),
 				storeDurableCase("brokercore SyncGroup, 16 producers", "jetstream SyncAlways, 16 publishers", 16, cfg.durableN, cfg.durableT),
 				storeDurableCase("brokercore SyncGroup, 64 producers", "jetstream SyncAlways, 64 publishers", 64, cfg.durableN, cfg.durableT),
