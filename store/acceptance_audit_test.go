@@ -745,9 +745,16 @@ func auKeyFileRange(t *testing.T, path string) func(int64) bool {
 	return func(off int64) bool { return off >= first && off < end }
 }
 
-func TestAuditDerivedFileDamageCrashImage(t *testing.T) { auDerivedMatrix(t, false, true) }
-func TestAuditDerivedFileDamageAfterClose(t *testing.T) { auDerivedMatrix(t, false, false) }
+func TestAuditDerivedFileDamageCrashImage(t *testing.T) {
+	t.Parallel()
+	auDerivedMatrix(t, false, true)
+}
+func TestAuditDerivedFileDamageAfterClose(t *testing.T) {
+	t.Parallel()
+	auDerivedMatrix(t, false, false)
+}
 func TestAuditDerivedFileDamageRetainedCrashImage(t *testing.T) {
+	t.Parallel()
 	auDerivedMatrix(t, true, true)
 }
 
@@ -788,6 +795,7 @@ func TestAuditDerivedDamageRepeatedWithAppends(t *testing.T) {
 // damages of derived files: the final Open recovers every acknowledged
 // message.
 func TestAuditDerivedDamageWithFailedOpensBetween(t *testing.T) {
+	t.Parallel()
 	o := store.Options{SegmentSize: 4096, Now: auClock()}
 	dir, acked, s := auMultiSegment(t, o, false)
 	img := auImage(t, dir)

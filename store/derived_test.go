@@ -164,6 +164,7 @@ func TestDamagedIndexEntryMetAtReadIsRepairedFromTheLogAndCounted(t *testing.T) 
 // between a crash and Open, with failed Opens (a full disk) in between:
 // Open rebuilds from the log and every message reads back the same.
 func TestDamagedDerivedFilesWithFailedOpensInBetweenAreRebuiltFromTheLog(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	failed := 0
 	defer func() { assert.Positive(t, failed, "some Opens must have failed") }()

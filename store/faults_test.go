@@ -87,6 +87,7 @@ func checkAcked(t *testing.T, dir string, acked map[string]string) {
 // Close works, nothing acknowledged is lost, and Open after the disk is
 // freed recovers everything, also after several failed Opens while full.
 func TestFaultAtTheNthCallOfEveryNonLogFileFailsCleanly(t *testing.T) {
+	t.Parallel()
 	clean := &fsxtest.Faulty{}
 	acked := faultWorkload(t, t.TempDir(), clean)
 	require.Len(t, acked, 150)

@@ -259,6 +259,7 @@ func TestKeyFilesGoWithRetainedSegments(t *testing.T) {
 // files: the store fails cleanly, and once the disk is healthy every
 // acknowledged keyed message is found by its key again.
 func TestKeyIndexSurvivesAFaultAtEveryCallOfItsFiles(t *testing.T) {
+	t.Parallel()
 	// acked: what Append acknowledged; tried: also the one that failed
 	// (its record may be in the log).
 	var tried map[string][]string
@@ -341,6 +342,7 @@ func FuzzDecodeKeyFile(f *testing.F) {
 // in memory) under random appends, clock moves, checkpoints, reopens,
 // key-file losses and topic releases.
 func TestKeyIndexModel(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
 		dir := t.TempDir()
 		clock := newClock()

@@ -105,6 +105,7 @@ func (m *logModel) emptied(s *Store) bool {
 // it against the model: no acknowledged record is lost, offsets stay dense,
 // nothing reads back different, and a crash never leaves part of a batch.
 func TestLogMatchesModelUnderAppendsReopensAndCrashes(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("BROKERCORE_LONG") == "" && !flagSet("rapid.checks") {
 		// Every crash and reopen fsyncs: keep the default run short.
 		require.NoError(t, flag.Set("rapid.checks", "30"))
