@@ -41,8 +41,10 @@ import (
 // 401 before the handler runs, logged (a few lines a minute) and counted
 // (http_refused in /status). Every node verifies, so a follower's redirect
 // to the leader needs the same header (Go's client and curl -L re-send it;
-// joinCluster signs every hop anew). Like the raft handshake it
-// authenticates and does not encrypt.
+// joinCluster signs every hop anew). Only the leader acts on a request, so
+// a recorded one can be replayed to effect only on a leader elected since
+// (within its 30 s). Like the raft handshake it authenticates and does not
+// encrypt.
 const (
 	authHeader      = "X-Cluster-Auth"
 	authVersion     = "v1"
