@@ -52,7 +52,7 @@ func groupsCluster(t *testing.T, groups int) (nodes map[string]*server, addrs, r
 		s, err := serve(replica.Config{ID: id, Dir: filepath.Join(root, id), RaftAddr: free[i], Addr: addrs[id],
 			Bootstrap: servers, BootstrapAddrs: addrs,
 			HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond, LeaderLeaseTimout: 250 * time.Millisecond,
-			ApplyTimeout: 2 * time.Second, ScheduleTick: 10 * time.Millisecond, CommitEvery: 20 * time.Millisecond}, groups)
+			ApplyTimeout: 2 * time.Second, ScheduleTick: 10 * time.Millisecond, CommitEvery: 20 * time.Millisecond}, groups, false)
 		require.NoError(t, err)
 		nodes[id] = s
 		t.Cleanup(func() { require.NoError(t, s.close()) })
@@ -180,7 +180,7 @@ func TestHTTPGroupsJoinAddsTheNodeToEveryGroup(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 2)
-	go func() { done <- runNode(ctx, 2, cfg(0), "") }()
+	go func() { done <- runNode(ctx, 2, cfg(0), "", false) }()
 	voters := func(addr string) []int {
 		r, err := http.Get("http://" + addr + "/status")
 		if err != nil {
@@ -198,7 +198,7 @@ func TestHTTPGroupsJoinAddsTheNodeToEveryGroup(t *testing.T) {
 		return out
 	}
 	require.Eventually(t, func() bool { return slices.Equal(voters(free[1]), []int{1, 1}) }, 15*time.Second, 10*time.Millisecond)
-	go func() { done <- runNode(ctx, 2, cfg(1), free[1]) }()
+	go func() { done <- runNode(ctx, 2, cfg(1), free[1], false) }()
 	require.Eventually(t, func() bool {
 		return slices.Equal(voters(free[1]), []int{2, 2}) && slices.Equal(voters(free[3]), []int{2, 2})
 	}, 30*time.Second, 10*time.Millisecond)

@@ -25,6 +25,12 @@ type tcluster struct {
 
 // httpCluster starts it; addrs are the nodes' HTTP addresses.
 func httpCluster(t *testing.T) (*tcluster, map[string]string) {
+	return httpClusterWith(t, nil, nil)
+}
+
+// httpClusterWith is httpCluster whose HTTP API has a cluster secret and
+// reads now (nil = none, time.Now).
+func httpClusterWith(t *testing.T, secret []byte, now func() time.Time) (*tcluster, map[string]string) {
 	c := &tcluster{t: t, nodes: map[string]*replica.Node{}}
 	lns := map[string]net.Listener{}
 	addrs := map[string]string{}
@@ -54,7 +60,7 @@ func httpCluster(t *testing.T) (*tcluster, map[string]string) {
 			Probe: func(id, _, _ string) error { return nil }})
 		require.NoError(t, err)
 		c.nodes[id] = n
-		srv := &http.Server{Handler: Handler(n, addrs[id], nil)}
+		srv := &http.Server{Handler: Handler(n, replica.Config{Addr: addrs[id], ClusterSecret: secret, Now: now})}
 		done := make(chan struct{})
 		go func() { defer close(done); _ = srv.Serve(lns[id]) }()
 		t.Cleanup(func() { _ = srv.Close(); <-done; _ = n.Close(); _ = trans[id].Close() })

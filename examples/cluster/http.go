@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -34,31 +35,39 @@ import (
 //	POST /members/remove   {"id","raft_group"}
 //	GET  /read?topic=&queue=&offset=&max=
 //	GET  /status
-func Handler(n *replica.Node, addr string, now func() time.Time) http.Handler {
+//
+// cfg gives this node's HTTP address (Addr), the clock (Now), the logger
+// and the cluster secret (ClusterSecret): with a secret, /members,
+// /members/remove and /offsets/reset need its proof (httpauth.go).
+func Handler(n *replica.Node, cfg replica.Config) http.Handler {
 	gs, _ := replica.NewGroups(n) // one node: never an error
-	return GroupsHandler(gs, addr, now)
+	return GroupsHandler(gs, cfg)
 }
 
 // GroupsHandler is the HTTP API over several raft groups: a request is
 // served by the group of its queue (replica.GroupOf), a pop handle names
 // its group, membership requests name theirs ("raft_group", default 0).
-func GroupsHandler(gs *replica.Groups, addr string, now func() time.Time) http.Handler {
+func GroupsHandler(gs *replica.Groups, cfg replica.Config) http.Handler {
+	now, log := cfg.Now, cfg.Logger
 	if now == nil {
 		now = time.Now
 	}
-	a := &api{gs: gs, addr: addr, now: now}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &api{gs: gs, addr: cfg.Addr, now: now, auth: newVerifier(cfg.ClusterSecret, now, log)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /produce", a.leaderOnly(a.handleProduce))
 	mux.HandleFunc("POST /pop", a.leaderOnly(a.handlePop))
 	mux.HandleFunc("POST /ack", a.leaderOnly(a.handleAck))
 	mux.HandleFunc("POST /change-invisible", a.leaderOnly(a.handleChangeInvisible))
 	mux.HandleFunc("POST /cancel", a.leaderOnly(a.handleCancel))
-	mux.HandleFunc("POST /offsets/reset", a.leaderOnly(a.handleResetOffset))
+	mux.HandleFunc("POST /offsets/reset", a.auth.guard(a.leaderOnly(a.handleResetOffset)))
 	mux.HandleFunc("GET /offsets", a.handleOffsets)
-	mux.HandleFunc("POST /members", a.leaderOnly(a.handleAddMember))
-	mux.HandleFunc("POST /members/remove", a.leaderOnly(a.handleRemoveMember))
+	mux.HandleFunc("POST /members", a.auth.guard(a.leaderOnly(a.handleAddMember)))
+	mux.HandleFunc("POST /members/remove", a.auth.guard(a.leaderOnly(a.handleRemoveMember)))
 	mux.HandleFunc("GET /read", a.handleRead)
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, groupsStatus(gs)) })
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, a.status()) })
 	return mux
 }
 
@@ -70,11 +79,14 @@ type statusJSON struct {
 	// RaftRefused counts the raft connections refused for want of the
 	// cluster secret (-cluster-secret-file).
 	RaftRefused uint64 `json:"raft_refused"`
+	// HTTPRefused counts the membership and offset-reset requests refused
+	// for want of a proof of the cluster secret (httpauth.go).
+	HTTPRefused uint64 `json:"http_refused"`
 }
 
-func groupsStatus(gs *replica.Groups) statusJSON {
-	all := gs.Status()
-	s := statusJSON{Status: all[0], RaftRefused: gs.RaftRefused()}
+func (a *api) status() statusJSON {
+	all := a.gs.Status()
+	s := statusJSON{Status: all[0], RaftRefused: a.gs.RaftRefused(), HTTPRefused: a.auth.Refused()}
 	if len(all) > 1 {
 		s.Groups = all
 	}
@@ -86,6 +98,7 @@ type api struct {
 	gs   *replica.Groups
 	addr string // this node's HTTP address (replica.Config.Addr)
 	now  func() time.Time
+	auth *verifier
 }
 
 // leaderOnly redirects to the leader before reading the request when there

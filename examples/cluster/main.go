@@ -3,10 +3,13 @@
 //	go run . -bootstrap                      # three nodes on loopback, one process
 //	go run . -id n1 -raft-addr 127.0.0.1:7001 -http-addr 127.0.0.1:8001 -data d1
 //	go run . -id n2 -raft-addr 127.0.0.1:7002 -http-addr 127.0.0.1:8002 -data d2 -join 127.0.0.1:8001
+//	go run . -cluster-secret-file F -post 127.0.0.1:8001/members/remove -body '{"id":"n2"}'
 //
 // A node without -join and without raft state bootstraps a one-voter
 // cluster; -join asks that node (or any member: followers redirect) to add
-// this one as a voter. See README.md for the HTTP API.
+// this one as a voter. With -cluster-secret-file, membership changes and
+// offset resets must prove the secret (httpauth.go); -post sends one such
+// request. See README.md for the HTTP API.
 package main
 
 import (
@@ -48,6 +51,9 @@ func run(args []string) int {
 	logStore := fs.String("log-store", "", `raft log: "segment" (one fsync per batch) or "bolt"; default: the data directory's, "segment" for a new one`)
 	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster's shared secret (at least 16 bytes, the same on every member): raft connections must prove it")
 	insecureRaft := fs.Bool("insecure-raft", false, "allow a non-loopback -raft-addr without -cluster-secret-file (anyone who reaches it can append raft entries)")
+	insecureHTTP := fs.Bool("insecure-http", false, "allow a non-loopback -http-addr: its data endpoints answer anyone who reaches it (and without -cluster-secret-file, so do membership changes and offset resets)")
+	postTo := fs.String("post", "", "instead of running a node: POST -body to this URL (host:port/path), signed with -cluster-secret-file, and print the answer")
+	postBody := fs.String("body", "{}", "the JSON body of -post")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -58,6 +64,9 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "bad -cluster-secret-file:", err)
 			return 2
 		}
+	}
+	if *postTo != "" {
+		return postCommand(*postTo, []byte(*postBody), httpKey(secret), os.Stdout, os.Stderr)
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -72,7 +81,7 @@ func run(args []string) int {
 	} else {
 		err = runNode(ctx, *groups, replica.Config{ID: *id, Dir: *data, RaftAddr: *raftAddr, Addr: *httpAddr, ClusterID: *cluster, Logger: log,
 			HeartbeatTimeout: *timeout, ElectionTimeout: *timeout, LogStore: *logStore,
-			ClusterSecret: secret, InsecureRaft: *insecureRaft}, *join)
+			ClusterSecret: secret, InsecureRaft: *insecureRaft}, *join, *insecureHTTP)
 	}
 	if err != nil {
 		log.Error("cluster: exit", "err", err)
@@ -88,9 +97,14 @@ type server struct {
 	done chan error
 }
 
-func serve(cfg replica.Config, groups int) (*server, error) {
+// serve opens a member's raft groups and serves their HTTP API on
+// cfg.Addr, which must be loopback unless insecureHTTP (checkHTTPAddr).
+func serve(cfg replica.Config, groups int, insecureHTTP bool) (*server, error) {
 	if cfg.Addr == "" {
 		return nil, fmt.Errorf("-http-addr is required: %w", replica.ErrInvalid)
+	}
+	if err := checkHTTPAddr(cfg.Addr, cfg.ClusterSecret, insecureHTTP); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -105,7 +119,7 @@ func serve(cfg replica.Config, groups int) (*server, error) {
 		_ = ln.Close()
 		return nil, err
 	}
-	s := &server{gs: gs, http: &http.Server{Handler: GroupsHandler(gs, cfg.Addr, cfg.Now), ReadHeaderTimeout: 5 * time.Second}, done: make(chan error, 1)}
+	s := &server{gs: gs, http: &http.Server{Handler: GroupsHandler(gs, cfg), ReadHeaderTimeout: 5 * time.Second}, done: make(chan error, 1)}
 	go func() { s.done <- s.http.Serve(ln) }()
 	return s, nil
 }
@@ -120,7 +134,7 @@ func (s *server) close() error {
 	return errors.Join(err, s.gs.Close())
 }
 
-func runNode(ctx context.Context, groups int, cfg replica.Config, join string) error {
+func runNode(ctx context.Context, groups int, cfg replica.Config, join string, insecureHTTP bool) error {
 	if cfg.ID == "" || cfg.RaftAddr == "" {
 		return fmt.Errorf("-id, -raft-addr and -http-addr are required (or -bootstrap): %w", replica.ErrInvalid)
 	}
@@ -131,13 +145,13 @@ func runNode(ctx context.Context, groups int, cfg replica.Config, join string) e
 	if join == "" {
 		cfg.Bootstrap = []raft.Server{{ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(cfg.RaftAddr)}}
 	}
-	s, err := serve(cfg, groups)
+	s, err := serve(cfg, groups, insecureHTTP)
 	if err != nil {
 		return err
 	}
 	if join != "" && fresh {
 		for g := range groups { // a member of every raft group
-			if err := joinCluster(ctx, join, memberReq{ID: cfg.ID, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.Addr, RaftGroup: g}); err != nil {
+			if err := joinCluster(ctx, join, memberReq{ID: cfg.ID, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.Addr, RaftGroup: g}, httpKey(cfg.ClusterSecret)); err != nil {
 				_ = s.close()
 				return fmt.Errorf("raft group %d: %w", g, err)
 			}
@@ -188,24 +202,23 @@ func httpProbe(n *replica.Node, id, httpAddr string) error {
 }
 
 // joinCluster asks a member to add this node, following redirects to the
-// leader and retrying while the cluster elects one.
-func joinCluster(ctx context.Context, addr string, req memberReq) error {
+// leader and retrying while the cluster elects one; with a key (the
+// cluster secret's, httpKey) every attempt and hop is signed.
+func joinCluster(ctx context.Context, addr string, req memberReq, key []byte) error {
 	body, _ := json.Marshal(req)
-	c := http.Client{Timeout: 10 * time.Second}
 	var last error
 	for i := 0; i < 60; i++ {
-		resp, err := c.Post("http://"+addr+"/members", "application/json", bytes.NewReader(body))
+		code, answer, err := postSigned(ctx, "http://"+addr+"/members", body, key)
 		if err == nil {
+			if code == http.StatusOK {
+				return nil
+			}
 			var e struct {
 				Error string `json:"error"`
 			}
-			_ = json.NewDecoder(resp.Body).Decode(&e)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Errorf("join through %s: %s: %s", addr, resp.Status, e.Error)
-			if resp.StatusCode != http.StatusServiceUnavailable {
+			_ = json.Unmarshal(answer, &e)
+			last = fmt.Errorf("join through %s: %d %s: %s", addr, code, http.StatusText(code), e.Error)
+			if code != http.StatusServiceUnavailable {
 				return last
 			}
 		} else {
@@ -218,6 +231,53 @@ func joinCluster(ctx context.Context, addr string, req memberReq) error {
 		}
 	}
 	return last
+}
+
+// postSigned posts a JSON body to url and answers the status and body of
+// the response. With a key, the request carries a proof of the cluster
+// secret (httpauth.go), and so does every redirect it follows, each with a
+// fresh one (a node refuses a proof it accepted before).
+func postSigned(ctx context.Context, url string, body, key []byte) (int, []byte, error) {
+	c := http.Client{Timeout: 10 * time.Second, CheckRedirect: func(next *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		if key != nil {
+			sign(next, key, body, time.Now())
+		}
+		return nil
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != nil {
+		sign(req, key, body, time.Now())
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxRequestBody))
+	return resp.StatusCode, answer, err
+}
+
+// postCommand is -post: one signed request (to("host:port/path")), its
+// answer printed to out; 0 when the answer is a 2xx.
+func postCommand(to string, body, key []byte, out, errOut io.Writer) int {
+	code, answer, err := postSigned(context.Background(), "http://"+to, body, key)
+	if err != nil {
+		fmt.Fprintln(errOut, "post:", err)
+		return 1
+	}
+	_, _ = out.Write(answer)
+	if code/100 != 2 {
+		fmt.Fprintf(errOut, "post: %d %s\n", code, http.StatusText(code))
+		return 1
+	}
+	return 0
 }
 
 // The -bootstrap cluster's addresses when they are free: raft on
@@ -304,7 +364,7 @@ func runLocalGroups(ctx context.Context, data string, groups int, secret []byte,
 	}
 	for _, cfg := range cfgs {
 		cfg.Bootstrap, cfg.BootstrapAddrs = servers, bootAddrs
-		s, err := serve(cfg, groups)
+		s, err := serve(cfg, groups, false)
 		if err != nil {
 			return errors.Join(err, closeAll())
 		}

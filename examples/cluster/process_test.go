@@ -229,3 +229,70 @@ func requireAckedOnceInOrder(t testing.TB, acked, got []int64) {
 		last = i
 	}
 }
+
+// -join signs its request with the cluster secret (the leader verifies):
+// a node with the secret joins, one with another secret is refused (401,
+// it exits) and counted; -post removes a member through a follower, whose
+// redirect it follows with a fresh proof.
+func TestJoinAndPostWithTheClusterSecretOverProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	root := t.TempDir()
+	secret, wrong := filepath.Join(root, "cluster.secret"), filepath.Join(root, "wrong.secret")
+	require.NoError(t, os.WriteFile(secret, []byte("join-with-the-secret-secret\n"), 0o600))
+	require.NoError(t, os.WriteFile(wrong, []byte("join-with-another-secret\n"), 0o600))
+	var ps []*proc
+	for i := 1; i <= 3; i++ {
+		p := &proc{id: fmt.Sprintf("n%d", i), raft: freeAddr(t), http: freeAddr(t), dir: filepath.Join(root, fmt.Sprintf("n%d", i)), secret: secret}
+		if i > 1 {
+			p.join = ps[0].http
+		}
+		ps = append(ps, p)
+	}
+	ps[2].secret = wrong
+	defer func() {
+		for _, p := range ps {
+			_ = p.stop(syscall.SIGKILL)
+			if p.log != nil {
+				p.log.Close()
+			}
+		}
+		if t.Failed() {
+			for _, p := range ps {
+				b, _ := os.ReadFile(filepath.Join(root, p.id+".log"))
+				t.Logf("--- %s log:\n%s", p.id, tail(string(b), 40))
+			}
+		}
+	}()
+	ps[0].start(t)
+	require.Eventually(t, func() bool { s, err := getStatus(ps[0].http); return err == nil && s.Role == "Leader" }, 20*time.Second, 20*time.Millisecond)
+	ps[1].start(t)
+	require.Eventually(t, func() bool { s, err := getStatus(ps[0].http); return err == nil && len(s.Voters) == 2 }, 30*time.Second, 20*time.Millisecond)
+
+	ps[2].start(t)
+	exited := make(chan error, 1)
+	go func() { exited <- ps[2].cmd.Wait() }()
+	select {
+	case err := <-exited:
+		ps[2].cmd = nil
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, 1, ee.ExitCode())
+	case <-time.After(60 * time.Second):
+		t.Fatal("the node with another secret did not give up joining")
+	}
+	b, err := os.ReadFile(filepath.Join(root, "n3.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(b), "401")
+	st, err := groupsStatusOf(ps[0].http)
+	require.NoError(t, err)
+	require.Len(t, st.Voters, 2)
+	require.Equal(t, uint64(1), st.HTTPRefused)
+
+	// -post: unsigned it is refused; signed, through the follower, it removes n2.
+	require.Equal(t, 1, run([]string{"-post", ps[1].http + "/members/remove", "-body", `{"id":"n2"}`}))
+	require.Equal(t, 0, run([]string{"-post", ps[1].http + "/members/remove", "-body", `{"id":"n2"}`, "-cluster-secret-file", secret}))
+	require.Eventually(t, func() bool { s, err := getStatus(ps[0].http); return err == nil && len(s.Voters) == 1 }, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, ps[0].stop(syscall.SIGTERM), "n1 exits cleanly on SIGTERM")
+}
