@@ -52,10 +52,22 @@
 // Check-backs (CHECK_TRANSACTION_STATE, RecoverOrphanedTransactionCommand)
 // go to a producer of the group connected to the leader: a v2 producer
 // heartbeats every node, and a follower that forwarded a producer's
-// transactional send asks that producer once it leads; a v5 producer is
-// asked when its Telemetry stream is to the leader (the client keeps one
-// per route, to whichever node it dialed), else the check waits for the
-// next CheckInterval, as when no producer is online. A transaction
+// transactional send asks that producer once it leads. A v5 producer
+// keeps its Telemetry stream to whichever node it dialed: when none of
+// the group's is to the leader, the check is relayed as Apache's broker
+// does through its proxy (relay.go). Every follower reports to the leader,
+// each second, the groups (topics) of the producer streams it holds, and
+// the leader sends the check to the follower that reported the group
+// last, which pushes RecoverOrphanedTransactionCommand on one of them; the
+// answer's EndTransaction is forwarded to the leader as always. A report
+// lasts 3 s (a follower that stops reporting is asked nothing after
+// that), and a new leader learns of the followers' producers within a
+// second; a check that reaches no producer waits for the next
+// CheckInterval, as when none is online. The reports and checks carry an
+// HMAC keyed by the cluster secret over their body, so only a member
+// names an address for checks (they carry message bodies) or has a check
+// pushed (without Config.ClusterSecret the key is public, as raft's port
+// is then unauthenticated too). A transaction
 // prepared on a leader that dies is checked back by the next one; a
 // commit whose entry raft did not confirm is settled from the log (it
 // landed in its term, or the transaction is open) and never lands twice.

@@ -162,6 +162,7 @@ type Server struct {
 	gate     *gate // forwarded marks, with ACL on (acl.go)
 
 	checker txnChecker // the leader's check-backs (txn.go)
+	relay   *relay     // and those of producers on followers (relay.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -279,7 +280,9 @@ func (s *Server) open() (err error) {
 		NoAutoCreate: cfg.NoAutoCreate, LeaderAddr: s.node.LeaderAddr, WriteOnly: s.followers, Logger: cfg.Logger,
 		TopicConfig: s.routeConfig})
 	s.fwd = &forwarder{log: s.log, timeout: DefaultForwardTimeout, idle: map[string][]*fconn{}}
-	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd, tables: s.tables, stop: s.stop}
+	s.relay = newRelay(cfg.ClusterSecret, cfg.ID, s.brAddr, s.node, s.fwd, s.log)
+	s.checker.relay.Store(s.relay)
+	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd, tables: s.tables, relay: s.relay, stop: s.stop}
 	bh, guard := s.setupACL(h)
 	s.nsrv = transport.NewServer(guard(ns), transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
 	s.bsrv = transport.NewServer(bh, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
