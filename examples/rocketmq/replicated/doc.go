@@ -31,9 +31,10 @@
 // leader: the client's retry can then store it twice. Deduplicate by
 // message key.
 //
-// An admin offset reset (INVOKE_BROKER_TO_RESET_OFFSET) on the leader goes
-// through raft too, and so does CONSUMER_SEND_MSG_BACK (a follower forwards
-// it like a send): the leader applies the library's rules
+// An admin offset reset (INVOKE_BROKER_TO_RESET_OFFSET) goes through raft
+// on the leader too (a follower forwards it like a send: served there, it
+// would move that node's offset manager only), and so does
+// CONSUMER_SEND_MSG_BACK (forwarded the same way): the leader applies the library's rules
 // (brokercore.PlanSendBack, replica.Node.SendBack), the retry waits in the
 // replicated scheduler and lands on %RETRY%group, and past the consumer's
 // max reconsume times the message goes to %DLQ%group.
@@ -148,5 +149,13 @@
 // edit through AUTH_*. Give every node the same initial file: a new node
 // applies the whole admin log to it.
 //
-// Not replicated (yet): the metrics and admin HTTP endpoint.
+// The metrics and admin HTTP endpoint (Config.MetricsAddr, the program's
+// -metrics-addr; http.go) has a single broker's paths and credentials.
+// Metrics are the node's own (scrape every node; rocketmq_replica_leader
+// says which leads). GET /admin/offsets answers the replicated committed
+// offsets as the node applied them (without epochs, which are every
+// node's own). POST /admin/reset goes through raft on the leader, as
+// INVOKE_BROKER_TO_RESET_OFFSET does, and answers once the leader holds
+// the new offsets; a follower refuses it with 503 naming the leader (send
+// it there, or use mqadmin resetOffsetByTime, which any node forwards).
 package replicated

@@ -53,11 +53,15 @@ type handler struct {
 
 // isSend reports the writes a follower forwards: sends (transactional ones
 // too), send-backs (CONSUMER_SEND_MSG_BACK, which the leader's scheduler
-// delays) and END_TRANSACTION (the leader's transaction manager).
+// delays), END_TRANSACTION (the leader's transaction manager) and the
+// admin's offset reset (INVOKE_BROKER_TO_RESET_OFFSET: served on a
+// follower, it would move that node's offset manager only, and raft would
+// refuse the replicated offset).
 func isSend(code int16) bool {
 	switch code {
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage, wire.CodeConsumerSendMsgBack,
-		codeEndTransaction: // txn.go
+		codeEndTransaction, // txn.go
+		broker.CodeInvokeBrokerToResetOffset:
 		return true
 	}
 	return false
