@@ -141,7 +141,13 @@
 //
 // Apache 5.3's AUTH_* edits (createUser … deleteAcl, on any node) go
 // through the admin log like the table changes: every node applies them in
-// order to its own ACL file (written atomically, then in force), so a user
+// order to its own ACL file (written atomically, then in force). An edit
+// is decided where it lands in the log: the leader checks it when it
+// arrives and logs it with the client's address, and every node checks
+// the editor's signature and rights again when applying it, against its
+// rules at that point of the log — the same everywhere, so an edit logged
+// after one that revoked its editor's right is refused on every node (and
+// the editor answered NO_PERMISSION), however close the two came. A user
 // created on one node sends through any node at once (sends are the
 // leader's to check) and is refused everywhere once deleted; what a
 // follower serves itself follows as soon as it applied the entry. A

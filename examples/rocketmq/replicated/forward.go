@@ -123,7 +123,11 @@ func (h *handler) serveLocal(ctx context.Context, c *transport.Conn, req *wire.C
 	}
 	switch {
 	case h.isChange(req.Code):
-		return h.tables.propose(ctx, h.stop, req)
+		client := c.RemoteAddr().String()
+		if a, ok := forwardedClient(ctx); ok {
+			client = a.String()
+		}
+		return h.tables.propose(ctx, h.stop, req, client)
 	case h.auth != nil && authadmin.IsAuthAdmin(req.Code):
 		return h.auth.Serve(req)
 	}
