@@ -21,7 +21,8 @@ import (
 //
 //   - /metrics is the node's own: its replica, store, broker, listeners
 //     and gRPC endpoint, plus rocketmq_replica_* (term, applied index,
-//     whether it leads). Scrape every node.
+//     whether it leads) and rocketmq_txn_relayed_checks_total (relay.go).
+//     Scrape every node.
 //   - GET /admin/offsets answers the replicated committed offsets, as this
 //     node applied them (no epoch: epochs are every node's own).
 //   - POST /admin/reset goes through raft on the leader, as
@@ -169,6 +170,9 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	if tm, err := s.node.Transactions(); err == nil {
 		server.EmitStats(ch, "rocketmq_txn", tm.Stats())
 	}
+	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("rocketmq_txn_relayed_checks_total",
+		"Transaction checks this node, leading, had a follower push to its producers.", nil, nil),
+		prometheus.CounterValue, float64(s.relay.relayed.Load()))
 	if s.grpc != nil {
 		s.grpc.Collect(ch)
 	}

@@ -86,6 +86,8 @@ type relay struct {
 	grpc atomic.Pointer[grpcapi.Server] // bound once it exists
 	log  *slog.Logger
 	reg  relayRegistry
+
+	relayed atomic.Uint64 // checks a follower pushed for this leader
 }
 
 func newRelay(secret []byte, id, addr string, n *replica.Node, fwd *forwarder, log *slog.Logger) *relay {
@@ -175,6 +177,7 @@ func (r *relay) Check(c txn.Check) error {
 		}
 		err := r.call(f.Addr, codeRelayCheck, c)
 		if err == nil {
+			r.relayed.Add(1)
 			r.log.Debug("transaction check relayed", "peer", f.ID, "group", c.Group, "id", c.ID)
 			return nil
 		}

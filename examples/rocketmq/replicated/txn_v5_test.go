@@ -209,6 +209,8 @@ func TestV5TransactionOfAProducerOnAFollowerIsCheckedBack(t *testing.T) {
 		}, 10*time.Second, 10*time.Millisecond, "node %d holds the commit once", i)
 	}
 	require.Equal(t, int32(2), asked.Load(), "asked twice: UNKNOWN, then COMMIT")
+	require.Equal(t, uint64(2), c.nodes[l].relay.relayed.Load(), "both checks went through a follower")
+	require.False(t, c.producerHolders(topic)[l], "the leader holds no stream of the producer")
 	got.mu.Lock()
 	defer got.mu.Unlock()
 	require.Equal(t, 1, got.seen["relayed"], "received once")
