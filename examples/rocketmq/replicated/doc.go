@@ -68,10 +68,10 @@
 // HMAC keyed by the cluster secret over their body, so only a member
 // names an address for checks (they carry message bodies) or has a check
 // pushed (without Config.ClusterSecret the key is public, as raft's port
-// is then unauthenticated too). A transaction
-// prepared on a leader that dies is checked back by the next one; a
-// commit whose entry raft did not confirm is settled from the log (it
-// landed in its term, or the transaction is open) and never lands twice.
+// is then unauthenticated too). A transaction prepared on a leader that
+// dies is checked back by the next one; a commit whose entry raft did not
+// confirm is settled from the log (it landed in its term, or the
+// transaction is open) and never lands twice.
 //
 // gRPC (RocketMQ 5's clients): with Config.GRPCAddr every node serves the
 // endpoint, and its routes and assignments name every peer's
@@ -126,7 +126,7 @@
 // marks of forwarded requests. Each node checks what it serves itself —
 // routes, pulls, offsets, heartbeats, AUTH_* reads, gRPC calls — as a
 // single broker does. The writes a follower forwards (sends, send-backs,
-// table and ACL changes) are checked by the leader, which holds the newest
+// offset resets, table and ACL changes) are checked by the leader, which holds the newest
 // rules: the follower refuses one without credentials, and passes the
 // others on with the client's own fields and signature under a mark, an
 // HMAC keyed by the cluster secret over the client's address, the code
