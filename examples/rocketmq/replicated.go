@@ -30,9 +30,12 @@ func replicatedFlags(fs *flag.FlagSet) *raftFlags {
 	return rf
 }
 
-// runReplicated runs a replicated node until ctx is done. The metrics and
-// admin HTTP endpoint is not served in this mode; the gRPC endpoint is
-// (-grpc-addr; "-" = off), and gRPC routes name every peer's grpcAddr.
+// runReplicated runs a replicated node until ctx is done. The gRPC
+// endpoint is served (-grpc-addr; "-" = off), and gRPC routes name every
+// peer's grpcAddr; so is the metrics and admin HTTP endpoint
+// (-metrics-addr; "-" = off): the node's own metrics and replicated
+// offsets, and offset resets through raft on the leader (a follower
+// refuses them, naming the leader).
 //
 // -cluster-secret-file authenticates the raft port; -acl (the same file
 // on every node; SIGHUP reloads this node's only) needs it. As for a single
@@ -55,9 +58,12 @@ func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *s
 		log.Error("-acl with -raft-id needs -cluster-secret-file (raft and the forwarded requests are authenticated with it)")
 		return 2
 	}
-	grpcAddr := cfg.GRPCAddr
+	grpcAddr, httpAddr := cfg.GRPCAddr, cfg.MetricsAddr
 	if grpcAddr == "-" {
 		grpcAddr = ""
+	}
+	if httpAddr == "-" {
+		httpAddr = ""
 	}
 	if !cfg.InsecureAllowRemote {
 		addrs := map[string]string{}
@@ -65,6 +71,9 @@ func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *s
 			addrs["broker"], addrs["name server"] = cfg.BrokerAddr, cfg.NameSrvAddr
 			if grpcAddr != "" {
 				addrs["grpc"] = grpcAddr
+			}
+			if httpAddr != "" {
+				addrs["metrics/admin"] = httpAddr
 			}
 		}
 		if secret == nil && !server.Loopback(rf.addr) {
@@ -81,7 +90,8 @@ func runReplicated(ctx context.Context, cfg server.Config, rf *raftFlags, log *s
 	s, err := replicated.Start(replicated.Config{Dir: cfg.Dir, NameSrvAddr: cfg.NameSrvAddr, BrokerAddr: cfg.BrokerAddr, GRPCAddr: grpcAddr,
 		ID: rf.id, RaftAddr: rf.addr, Peers: peers, Bootstrap: rf.bootstrap, QueueNums: cfg.QueueNums,
 		LockMaxLiveTime: cfg.LockMaxLiveTime, Logger: log,
-		ClusterSecret: secret, InsecureRaft: cfg.InsecureAllowRemote, ACL: cfg.ACL, ACLFile: cfg.ACLFile})
+		ClusterSecret: secret, InsecureRaft: cfg.InsecureAllowRemote, ACL: cfg.ACL, ACLFile: cfg.ACLFile,
+		MetricsAddr: httpAddr, PublicMetrics: cfg.PublicMetrics})
 	if err != nil {
 		log.Error("start", "err", err)
 		return 1

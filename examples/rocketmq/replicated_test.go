@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,22 +15,28 @@ import (
 )
 
 // -raft-id runs the program as a node of a replicated cluster: one node
-// bootstrapped from -peers leads, serves (the gRPC endpoint too), and stops
-// cleanly.
+// bootstrapped from -peers leads, serves (the gRPC endpoint and the
+// metrics and admin one too), and stops cleanly.
 func TestRunReplicatedNode(t *testing.T) {
 	dir := t.TempDir()
-	ns, br, ra, gr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	ns, br, ra, gr, mh := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out syncBuf
 	done := make(chan int)
 	go func() {
-		done <- run(ctx, []string{"-data", dir, "-namesrv-addr", ns, "-broker-addr", br, "-grpc-addr", gr,
+		done <- run(ctx, []string{"-data", dir, "-namesrv-addr", ns, "-broker-addr", br, "-grpc-addr", gr, "-metrics-addr", mh,
 			"-raft-id", "n1", "-raft-addr", ra, "-peers", "n1=" + ra + "@" + br + "@" + gr, "-bootstrap"}, &out)
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "cluster: leading") },
 		30*time.Second, 20*time.Millisecond, "the one voter leads")
 	require.Contains(t, out.String(), "grpc="+gr)
+	resp, err := http.Get("http://" + mh + "/metrics")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(b), "rocketmq_replica_leader 1")
 	cancel()
 	require.Equal(t, 0, <-done)
 	require.Contains(t, out.String(), "replicated rocketmq broker stopped")

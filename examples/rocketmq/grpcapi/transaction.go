@@ -3,6 +3,8 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -272,6 +274,25 @@ func (p *producerStreams) pick(topic string) *producerStream {
 	}
 	return best
 }
+
+// topics are the topics the live streams' producers publish, sorted.
+func (p *producerStreams) topics() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	set := map[string]bool{}
+	for ps := range p.m {
+		for t := range ps.topics {
+			set[t] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// ProducerTopics are the topics that the producers with a Telemetry stream
+// open here publish, sorted: the groups CheckTransaction can reach (a gRPC
+// producer's group is its topic). A replicated node that does not lead
+// tells its leader, which relays those groups' checks to it.
+func (s *Server) ProducerTopics() []string { return s.producers.topics() }
 
 // errNoProducer is CheckTransaction's answer when no producer of the group
 // has a Telemetry stream open.

@@ -24,6 +24,7 @@ import (
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/remoteacl"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
+	"github.com/brokercore/brokercore/store"
 )
 
 // Access control of a replicated node (Config.ACL; see the package doc).
@@ -157,6 +158,33 @@ func (l localHandler) ServeBatch(ctx context.Context, c *transport.Conn, reqs []
 	return l.h.b.ServeBatch(ctx, c, reqs)
 }
 
+// An AUTH_* edit is decided when it is applied, not only when it is
+// received: the node that logs it checks it first (it refuses at once
+// what its rules refuse), and logs the client's address with it
+// (propEditor); every node then authenticates and authorizes the edit
+// again with remoteacl when applying it, against its rules at that point
+// of the admin log. Every node started from the same file and applied the
+// same edits before it, so every node decides the same — an edit whose
+// editor lost the right in an edit logged before it (a revoke that landed
+// between the edit's check and its log entry) is refused NO_PERMISSION on
+// every node, and the proposer is answered that. An entry logged without
+// an address (before this) is decided with none: a rule with sourceIps
+// does not allow it.
+
+// propEditor, a property of an AUTH_* edit's admin log entry, is its
+// client's address.
+const propEditor = "BROKERCORE_CLIENT"
+
+// editorAddr is the client address an admin log entry names (an empty
+// address when it names none).
+func editorAddr(m *store.Message) net.Addr {
+	ap, err := netip.ParseAddrPort(m.Properties[propEditor])
+	if err != nil {
+		return &net.TCPAddr{}
+	}
+	return net.TCPAddrFromAddrPort(ap)
+}
+
 // isAuthChange: an ACL change (AUTH_CREATE_USER …) to replicate.
 func isAuthChange(code int16) bool { return authadmin.IsAuthAdmin(code) && !authadmin.IsRead(code) }
 
@@ -192,6 +220,7 @@ func (s *Server) setupACL(h *handler) (broker transport.Handler, guard func(tran
 			}
 			return nil
 		}})
+	s.tables.decide = h.acl.Decide
 	s.gate = &gate{h: h, key: h.fkey, log: s.log.With("listener", "broker")}
 	guard = func(x transport.Handler) transport.Handler {
 		return remoteacl.Wrap(x, cfg.ACL, remoteacl.Options{Logger: s.log.With("listener", "namesrv")})

@@ -1,6 +1,8 @@
 package replicated
 
 import (
+	"context"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -264,4 +266,44 @@ func TestACLLeaderChecksTheForwardedClientAddress(t *testing.T) {
 	direct := signed(sendCmd("orders", "from 127.0.0.1"), "app", "app-secret")
 	require.Equal(t, wire.NoPermission, mustCall(t, leader.BrokerAddr(), direct).Code, "the connection's own address")
 	require.Equal(t, int64(1), leader.Node().Store().MaxOffset("orders", 0))
+}
+
+// An AUTH_* edit is decided when every node applies it, against the rules
+// at its point of the admin log, not only by the node that received it: an
+// edit checked while its editor may edit, logged after an edit that
+// revokes that right (the revoke landed between the edit's check and its
+// log entry), is refused on every node and changes nothing.
+func TestACLEditIsDecidedWhereItLandsInTheLog(t *testing.T) {
+	c := startCluster(t, 3, withACLDoc(t, `{"users":[{"accessKey":"admin","secretKey":"adm1n-secret","superUser":true},
+	    {"accessKey":"ops","secretKey":"0ps-secret"}],
+	  "rules":[{"user":"ops","resources":["*"],"actions":["Update","Get"],"decision":"Allow"}]}`))
+	l := c.leader(30 * time.Second)
+	leader := c.nodes[l]
+	byOps := func(user string) *wire.Command {
+		return signed(&wire.Command{Code: authadmin.CodeCreateUser, Language: "JAVA", Version: 317,
+			ExtFields: map[string]string{"username": user}, Body: []byte(`{"username":"` + user + `","password":"pw-` + user + `"}`)},
+			"ops", "0ps-secret")
+	}
+	resp := mustCall(t, leader.BrokerAddr(), byOps("carol"))
+	require.Equal(t, wire.Success, resp.Code, "ops may edit: %s", resp.Remark)
+
+	// The edit passes the receiving node's check now; the revoke is logged
+	// before it (both straight into the admin log, in this order).
+	edit := byOps("dave")
+	client := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+	require.Nil(t, leader.gate.h.acl.Decide(client, edit), "checked when received")
+	revoke := authCmd(authadmin.CodeDeleteACL, map[string]string{"subject": "User:ops"}, "")
+	ctx := context.Background()
+	resp = leader.tables.propose(ctx, leader.stop, revoke, "127.0.0.1:2")
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	resp = leader.tables.propose(ctx, leader.stop, edit, client.String())
+	require.Equal(t, wire.NoPermission, resp.Code, "decided where it landed: %s", resp.Remark)
+
+	marker := authCmd(authadmin.CodeCreateUser, map[string]string{"username": "erin"}, `{"username":"erin","password":"pw-erin"}`)
+	require.Equal(t, wire.Success, mustCall(t, leader.BrokerAddr(), marker).Code)
+	for i, s := range c.nodes {
+		require.Eventually(t, func() bool { return aclFileHas(t, s, "erin") }, 10*time.Second, 10*time.Millisecond, "node %d applied the log", i)
+		require.True(t, aclFileHas(t, s, "carol"), "node %d", i)
+		require.False(t, aclFileHas(t, s, "dave"), "node %d applied the refused edit", i)
+	}
 }

@@ -214,7 +214,9 @@ func TestFollowerForwardsSendsToTheLeader(t *testing.T) {
 }
 
 // An admin reset on the leader moves the replicated committed offset, on
-// every node.
+// every node; one sent to a follower is forwarded to the leader (served
+// there, it would move that node's own offset manager only and answer
+// success).
 func TestAdminResetIsReplicated(t *testing.T) {
 	c := startCluster(t, 3)
 	l := c.leader(30 * time.Second)
@@ -225,17 +227,24 @@ func TestAdminResetIsReplicated(t *testing.T) {
 	}
 	require.NoError(t, w.Append(msgs))
 	require.NoError(t, w.CommitOffset("g", "orders", 0, 5))
-	_, err := c.nodes[l].Topics().Ensure("orders", 4)
-	require.NoError(t, err)
-	resp, err := call(c.nodes[l].BrokerAddr(), &wire.Command{Code: broker.CodeInvokeBrokerToResetOffset, Language: "GO", Version: 317,
-		ExtFields: map[string]string{"group": "g", "topic": "orders", "queueId": "0", "offset": "2", "timestamp": "0"}})
-	require.NoError(t, err)
-	require.Equal(t, wire.Success, resp.Code, resp.Remark)
-	for i, s := range c.nodes {
-		require.Eventually(t, func() bool {
-			off, ok := s.Node().Committed("g", "orders", 0)
-			return ok && off == 2
-		}, 10*time.Second, 10*time.Millisecond, "node %d", i)
+	for _, s := range c.nodes {
+		_, err := s.Topics().Ensure("orders", 4)
+		require.NoError(t, err)
+	}
+	for _, at := range []struct {
+		node   int
+		offset int64
+	}{{l, 2}, {(l + 1) % 3, 3}} {
+		resp, err := call(c.nodes[at.node].BrokerAddr(), &wire.Command{Code: broker.CodeInvokeBrokerToResetOffset, Language: "GO", Version: 317,
+			ExtFields: map[string]string{"group": "g", "topic": "orders", "queueId": "0", "offset": fmt.Sprint(at.offset), "timestamp": "0"}})
+		require.NoError(t, err)
+		require.Equal(t, wire.Success, resp.Code, resp.Remark)
+		for i, s := range c.nodes {
+			require.Eventually(t, func() bool {
+				off, ok := s.Node().Committed("g", "orders", 0)
+				return ok && off == at.offset
+			}, 10*time.Second, 10*time.Millisecond, "reset on node %d (leader %d): node %d", at.node, l, i)
+		}
 	}
 }
 

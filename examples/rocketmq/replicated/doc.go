@@ -31,9 +31,10 @@
 // leader: the client's retry can then store it twice. Deduplicate by
 // message key.
 //
-// An admin offset reset (INVOKE_BROKER_TO_RESET_OFFSET) on the leader goes
-// through raft too, and so does CONSUMER_SEND_MSG_BACK (a follower forwards
-// it like a send): the leader applies the library's rules
+// An admin offset reset (INVOKE_BROKER_TO_RESET_OFFSET) goes through raft
+// on the leader too (a follower forwards it like a send: served there, it
+// would move that node's offset manager only), and so does
+// CONSUMER_SEND_MSG_BACK (forwarded the same way): the leader applies the library's rules
 // (brokercore.PlanSendBack, replica.Node.SendBack), the retry waits in the
 // replicated scheduler and lands on %RETRY%group, and past the consumer's
 // max reconsume times the message goes to %DLQ%group.
@@ -52,13 +53,25 @@
 // Check-backs (CHECK_TRANSACTION_STATE, RecoverOrphanedTransactionCommand)
 // go to a producer of the group connected to the leader: a v2 producer
 // heartbeats every node, and a follower that forwarded a producer's
-// transactional send asks that producer once it leads; a v5 producer is
-// asked when its Telemetry stream is to the leader (the client keeps one
-// per route, to whichever node it dialed), else the check waits for the
-// next CheckInterval, as when no producer is online. A transaction
-// prepared on a leader that dies is checked back by the next one; a
-// commit whose entry raft did not confirm is settled from the log (it
-// landed in its term, or the transaction is open) and never lands twice.
+// transactional send asks that producer once it leads. A v5 producer
+// keeps its Telemetry stream to whichever node it dialed: when none of
+// the group's is to the leader, the check is relayed as Apache's broker
+// does through its proxy (relay.go). Every follower reports to the leader,
+// each second, the groups (topics) of the producer streams it holds, and
+// the leader sends the check to the follower that reported the group
+// last, which pushes RecoverOrphanedTransactionCommand on one of them; the
+// answer's EndTransaction is forwarded to the leader as always. A report
+// lasts 3 s (a follower that stops reporting is asked nothing after
+// that), and a new leader learns of the followers' producers within a
+// second; a check that reaches no producer waits for the next
+// CheckInterval, as when none is online. The reports and checks carry an
+// HMAC keyed by the cluster secret over their body, so only a member
+// names an address for checks (they carry message bodies) or has a check
+// pushed (without Config.ClusterSecret the key is public, as raft's port
+// is then unauthenticated too). A transaction prepared on a leader that
+// dies is checked back by the next one; a commit whose entry raft did not
+// confirm is settled from the log (it landed in its term, or the
+// transaction is open) and never lands twice.
 //
 // gRPC (RocketMQ 5's clients): with Config.GRPCAddr every node serves the
 // endpoint, and its routes and assignments name every peer's
@@ -113,7 +126,7 @@
 // marks of forwarded requests. Each node checks what it serves itself —
 // routes, pulls, offsets, heartbeats, AUTH_* reads, gRPC calls — as a
 // single broker does. The writes a follower forwards (sends, send-backs,
-// table and ACL changes) are checked by the leader, which holds the newest
+// offset resets, table and ACL changes) are checked by the leader, which holds the newest
 // rules: the follower refuses one without credentials, and passes the
 // others on with the client's own fields and signature under a mark, an
 // HMAC keyed by the cluster secret over the client's address, the code
@@ -128,7 +141,13 @@
 //
 // Apache 5.3's AUTH_* edits (createUser … deleteAcl, on any node) go
 // through the admin log like the table changes: every node applies them in
-// order to its own ACL file (written atomically, then in force), so a user
+// order to its own ACL file (written atomically, then in force). An edit
+// is decided where it lands in the log: the leader checks it when it
+// arrives and logs it with the client's address, and every node checks
+// the editor's signature and rights again when applying it, against its
+// rules at that point of the log — the same everywhere, so an edit logged
+// after one that revoked its editor's right is refused on every node (and
+// the editor answered NO_PERMISSION), however close the two came. A user
 // created on one node sends through any node at once (sends are the
 // leader's to check) and is refused everywhere once deleted; what a
 // follower serves itself follows as soon as it applied the entry. A
@@ -136,5 +155,13 @@
 // edit through AUTH_*. Give every node the same initial file: a new node
 // applies the whole admin log to it.
 //
-// Not replicated (yet): the metrics and admin HTTP endpoint.
+// The metrics and admin HTTP endpoint (Config.MetricsAddr, the program's
+// -metrics-addr; http.go) has a single broker's paths and credentials.
+// Metrics are the node's own (scrape every node; rocketmq_replica_leader
+// says which leads). GET /admin/offsets answers the replicated committed
+// offsets as the node applied them (without epochs, which are every
+// node's own). POST /admin/reset goes through raft on the leader, as
+// INVOKE_BROKER_TO_RESET_OFFSET does, and answers once the leader holds
+// the new offsets; a follower refuses it with 503 naming the leader (send
+// it there, or use mqadmin resetOffsetByTime, which any node forwards).
 package replicated

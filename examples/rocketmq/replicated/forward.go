@@ -40,6 +40,7 @@ type handler struct {
 	self   string
 	fwd    *forwarder
 	tables *tables
+	relay  *relay // v5 transaction checks through followers (relay.go)
 	stop   <-chan struct{}
 
 	// With ACL on (acl.go): acl checks what this node serves itself (in
@@ -52,11 +53,15 @@ type handler struct {
 
 // isSend reports the writes a follower forwards: sends (transactional ones
 // too), send-backs (CONSUMER_SEND_MSG_BACK, which the leader's scheduler
-// delays) and END_TRANSACTION (the leader's transaction manager).
+// delays), END_TRANSACTION (the leader's transaction manager) and the
+// admin's offset reset (INVOKE_BROKER_TO_RESET_OFFSET: served on a
+// follower, it would move that node's offset manager only, and raft would
+// refuse the replicated offset).
 func isSend(code int16) bool {
 	switch code {
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage, wire.CodeConsumerSendMsgBack,
-		codeEndTransaction: // txn.go
+		codeEndTransaction, // txn.go
+		broker.CodeInvokeBrokerToResetOffset:
 		return true
 	}
 	return false
@@ -67,6 +72,9 @@ func isSend(code int16) bool {
 // The admin's table changes (broker.TableChange) go through raft
 // (tables.go): the leader logs them, a follower forwards them.
 func (h *handler) Serve(ctx context.Context, c *transport.Conn, req *wire.Command) *wire.Command {
+	if isRelay(req.Code) {
+		return h.relay.serve(req) // between members, with their own MAC (relay.go)
+	}
 	change := h.isChange(req.Code)
 	if _, marked := forwardedClient(ctx); marked || req.ExtFields[forwardedField] != "" {
 		h.b.RelayConn(c) // a follower's: never asked about a transaction (txn.go)
@@ -115,7 +123,11 @@ func (h *handler) serveLocal(ctx context.Context, c *transport.Conn, req *wire.C
 	}
 	switch {
 	case h.isChange(req.Code):
-		return h.tables.propose(ctx, h.stop, req)
+		client := c.RemoteAddr().String()
+		if a, ok := forwardedClient(ctx); ok {
+			client = a.String()
+		}
+		return h.tables.propose(ctx, h.stop, req, client)
 	case h.auth != nil && authadmin.IsAuthAdmin(req.Code):
 		return h.auth.Serve(req)
 	}
@@ -131,13 +143,13 @@ func (h *handler) isChange(code int16) bool {
 // Inline implements transport.InlineHandler: a forwarded send waits for
 // the leader, so sends are never inline here.
 func (h *handler) Inline(req *wire.Command) bool {
-	return !isSend(req.Code) && !h.isChange(req.Code) && !authadmin.IsAuthAdmin(req.Code) && h.b.Inline(req)
+	return !isSend(req.Code) && !h.isChange(req.Code) && !authadmin.IsAuthAdmin(req.Code) && !isRelay(req.Code) && h.b.Inline(req)
 }
 
 // Batch and ServeBatch implement transport.BatchHandler (the broker's: a
 // broker with a Writer batches nothing).
 func (h *handler) Batch(req *wire.Command) bool {
-	return !isSend(req.Code) && !h.isChange(req.Code) && !authadmin.IsAuthAdmin(req.Code) && h.b.Batch(req)
+	return !isSend(req.Code) && !h.isChange(req.Code) && !authadmin.IsAuthAdmin(req.Code) && !isRelay(req.Code) && h.b.Batch(req)
 }
 
 func (h *handler) ServeBatch(ctx context.Context, c *transport.Conn, reqs []*wire.Command) []*wire.Command {
@@ -172,14 +184,10 @@ type fconn struct {
 
 var errForwarderClosed = errors.New("forwarder closed")
 
-// call sends req to addr and returns its answer (nil for a oneway req).
+// call forwards req to addr, marked forwarded, and returns its answer
+// (nil for a oneway req).
 func (f *forwarder) call(ctx context.Context, addr string, req *wire.Command) (*wire.Command, error) {
-	fc, err := f.get(ctx, addr)
-	if err != nil {
-		return nil, err
-	}
 	cmd := *req
-	cmd.Opaque = f.opaque.Add(1)
 	cmd.ExtFields = maps.Clone(req.ExtFields)
 	if cmd.ExtFields == nil {
 		cmd.ExtFields = map[string]string{}
@@ -187,6 +195,18 @@ func (f *forwarder) call(ctx context.Context, addr string, req *wire.Command) (*
 	if cmd.ExtFields[forwardedField] == "" {
 		cmd.ExtFields[forwardedField] = "1" // with ACL on, the handler's mark (acl.go)
 	}
+	return f.send(ctx, addr, &cmd)
+}
+
+// send sends req to addr as it is (the relay's requests, relay.go) and
+// returns its answer (nil for a oneway req).
+func (f *forwarder) send(ctx context.Context, addr string, req *wire.Command) (*wire.Command, error) {
+	fc, err := f.get(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	cmd := *req
+	cmd.Opaque = f.opaque.Add(1)
 	frame, err := wire.Encode(&cmd)
 	if err != nil {
 		fc.c.Close()

@@ -95,6 +95,12 @@ func (s *Server) startGRPC() error {
 	}
 	s.grpc = g
 	s.checker.grpc.Store(g)
+	s.relay.grpc.Store(g)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.relay.loop(s.stop) // this node's producer groups, to the leader (relay.go)
+	}()
 	f.longPolling = g.ClientLongPolling
 	s.wg.Add(1)
 	go func() {

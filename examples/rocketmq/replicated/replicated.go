@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -134,6 +135,13 @@ type Config struct {
 	// AUTH_* edits rewrite on every node ("" = in memory only).
 	ACL     *acl.Authorizer
 	ACLFile string
+	// MetricsAddr is the metrics and admin HTTP endpoint's listen address
+	// ("" = none; http.go): the node's own metrics, the replicated offsets,
+	// and resets through raft on the leader. With ACL on it needs HTTP
+	// Basic credentials, as a single broker's; PublicMetrics serves
+	// /metrics without them.
+	MetricsAddr   string
+	PublicMetrics bool
 }
 
 // Server is one running node.
@@ -157,11 +165,15 @@ type Server struct {
 
 	grpcLn   net.Listener
 	grpcAddr string
+	httpLn   net.Listener
+	httpAddr string
+	http     *http.Server // http.go
 	grpc     *grpcapi.Server
 	gfwd     *gforward
 	gate     *gate // forwarded marks, with ACL on (acl.go)
 
 	checker txnChecker // the leader's check-backs (txn.go)
+	relay   *relay     // and those of producers on followers (relay.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -211,14 +223,30 @@ func Start(cfg Config) (s *Server, err error) {
 		}
 		s.grpcAddr = advertise(s.grpcLn.Addr())
 	}
+	if cfg.MetricsAddr != "" {
+		if s.httpLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			bl.Close()
+			nl.Close()
+			if s.grpcLn != nil {
+				s.grpcLn.Close()
+			}
+			return nil, fmt.Errorf("metrics listener: %w", err)
+		}
+		s.httpAddr = advertise(s.httpLn.Addr())
+	}
 	if err := s.open(); err != nil {
 		bl.Close()
 		nl.Close()
-		if s.grpcLn != nil {
-			s.grpcLn.Close()
+		for _, l := range []net.Listener{s.grpcLn, s.httpLn} {
+			if l != nil {
+				l.Close()
+			}
 		}
 		s.Close()
 		return nil, err
+	}
+	if s.httpLn != nil {
+		s.startHTTP(s.httpLn)
 	}
 	s.serve(s.nsrv, nl)
 	s.serve(s.bsrv, bl)
@@ -228,7 +256,7 @@ func Start(cfg Config) (s *Server, err error) {
 		defer s.wg.Done()
 		s.tables.loop(s.stop)
 	}()
-	s.log.Info("replicated rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "grpc", s.grpcAddr, "raft", cfg.RaftAddr)
+	s.log.Info("replicated rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "grpc", s.grpcAddr, "http", s.httpAddr, "raft", cfg.RaftAddr)
 	return s, nil
 }
 
@@ -279,7 +307,9 @@ func (s *Server) open() (err error) {
 		NoAutoCreate: cfg.NoAutoCreate, LeaderAddr: s.node.LeaderAddr, WriteOnly: s.followers, Logger: cfg.Logger,
 		TopicConfig: s.routeConfig})
 	s.fwd = &forwarder{log: s.log, timeout: DefaultForwardTimeout, idle: map[string][]*fconn{}}
-	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd, tables: s.tables, stop: s.stop}
+	s.relay = newRelay(cfg.ClusterSecret, cfg.ID, s.brAddr, s.node, s.fwd, s.log)
+	s.checker.relay.Store(s.relay)
+	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd, tables: s.tables, relay: s.relay, stop: s.stop}
 	bh, guard := s.setupACL(h)
 	s.nsrv = transport.NewServer(guard(ns), transport.ServerOptions{Name: "namesrv", Logger: cfg.Logger})
 	s.bsrv = transport.NewServer(bh, transport.ServerOptions{Name: "broker", Logger: cfg.Logger})
@@ -333,6 +363,9 @@ func (s *Server) Close() error {
 		}
 		if s.grpc != nil {
 			errs = append(errs, s.grpc.Close())
+		}
+		if s.http != nil {
+			errs = append(errs, s.http.Close())
 		}
 		close(s.stop)
 		s.wg.Wait()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -48,6 +49,9 @@ type tables struct {
 	log  *slog.Logger
 	wake chan struct{}
 	auth *authadmin.Service // applies the AUTH_* edits (ACL on; acl.go), nil = none
+	// decide authorizes an AUTH_* edit again when it is applied, with the
+	// rules as this node's log has them there (acl.go), nil = ACL off.
+	decide func(client net.Addr, req *wire.Command) *wire.Command
 
 	mu      sync.Mutex
 	next    int64                   // the next offset of AdminTopic/0 to apply
@@ -141,7 +145,12 @@ func (t *tables) apply(m *store.Message) *wire.Command {
 	}
 	var resp *wire.Command
 	if t.auth != nil && authadmin.IsAuthAdmin(cmd.Code) {
-		resp = t.auth.Serve(cmd) // this node's ACL file, written atomically, then in force
+		if t.decide != nil {
+			resp = t.decide(editorAddr(m), cmd) // the rules at this point of the log (acl.go)
+		}
+		if resp == nil {
+			resp = t.auth.Serve(cmd) // this node's ACL file, written atomically, then in force
+		}
 	} else {
 		resp = t.b.ApplyTableChange(cmd)
 	}
@@ -151,9 +160,9 @@ func (t *tables) apply(m *store.Message) *wire.Command {
 	return resp
 }
 
-// propose logs a table change through raft and answers it with this
-// node's outcome once applied here.
-func (t *tables) propose(ctx context.Context, stop <-chan struct{}, req *wire.Command) *wire.Command {
+// propose logs a table change of client (its address) through raft and
+// answers it with this node's outcome once applied here.
+func (t *tables) propose(ctx context.Context, stop <-chan struct{}, req *wire.Command, client string) *wire.Command {
 	cmd := *req
 	cmd.Opaque, cmd.Flag = 0, 0
 	cmd.ExtFields = maps.Clone(req.ExtFields)
@@ -162,7 +171,11 @@ func (t *tables) propose(ctx context.Context, stop <-chan struct{}, req *wire.Co
 	if err != nil {
 		return wire.NewResponse(req, wire.SystemError, err.Error())
 	}
-	out, err := t.logChange(req, &store.Message{Topic: AdminTopic, Body: body}) // release.go
+	m := &store.Message{Topic: AdminTopic, Body: body}
+	if t.decide != nil && isAuthChange(req.Code) {
+		m.Properties = map[string]string{propEditor: client} // decided again at apply (acl.go)
+	}
+	out, err := t.logChange(req, m) // release.go
 	if err != nil {
 		code := wire.SystemError
 		if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrNotCommitted) || errors.Is(err, replica.ErrClosed) {

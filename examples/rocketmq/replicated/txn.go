@@ -22,7 +22,8 @@ import (
 // transactional sends and END_TRANSACTION (EndTransaction over gRPC) to the
 // leader like every write. Check-backs go to a producer of the group
 // connected to the leader: remoting first, then gRPC (a producer's
-// Telemetry stream to the leader).
+// Telemetry stream to the leader), then a follower that holds a producer's
+// Telemetry stream (relay.go).
 
 // codeEndTransaction is END_TRANSACTION (37), forwarded by a follower.
 const codeEndTransaction int16 = 37
@@ -58,6 +59,7 @@ func (s *Server) txnOptions() *txn.Options {
 type txnChecker struct {
 	remoting atomic.Pointer[broker.Broker]
 	grpc     atomic.Pointer[grpcapi.Server]
+	relay    atomic.Pointer[relay] // the followers' gRPC producers (relay.go)
 }
 
 // errNoProducer is the check's answer when no protocol has a live producer
@@ -76,6 +78,13 @@ func (c *txnChecker) Check(ch txn.Check) error {
 	}
 	if g := c.grpc.Load(); g != nil {
 		err := g.CheckTransaction(ch)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	if r := c.relay.Load(); r != nil {
+		err := r.Check(ch)
 		if err == nil {
 			return nil
 		}

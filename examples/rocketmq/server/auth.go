@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -74,18 +75,37 @@ func Loopback(addr string) bool {
 	return err == nil && ip.Unmap().IsLoopback()
 }
 
-// adminAuth guards an admin endpoint: with ACL on, the call needs HTTP Basic
+// HTTPAuth guards the metrics and admin HTTP endpoint (a single broker's
+// and a replicated node's) with the program's ACL (nil = open).
+type HTTPAuth struct {
+	ACL *acl.Authorizer
+	// PublicMetrics serves /metrics without credentials while ACL is on.
+	PublicMetrics bool
+	Log           *slog.Logger
+}
+
+func (s *Server) httpAuth() HTTPAuth {
+	return HTTPAuth{ACL: s.cfg.ACL, PublicMetrics: s.cfg.PublicMetrics, Log: s.log}
+}
+
+func (s *Server) adminAuth(act acl.Action, h http.HandlerFunc) http.HandlerFunc {
+	return s.httpAuth().Admin(act, h)
+}
+
+func (s *Server) metricsAuth(h http.Handler) http.Handler { return s.httpAuth().Metrics(h) }
+
+// Admin guards an admin endpoint: with ACL on, the call needs HTTP Basic
 // credentials (access key and secret key of a user in the ACL file) of a
 // user allowed act on the group the call names (?group=): Update for a
 // reset, Get for reading offsets. A super user may do both. Refusals are
 // 401 (no or bad credentials) and 403 (not allowed), and change nothing.
-func (s *Server) adminAuth(act acl.Action, h http.HandlerFunc) http.HandlerFunc {
+func (a HTTPAuth) Admin(act acl.Action, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		user, ok := s.httpUser(w, r)
+		user, ok := a.user(w, r)
 		if !ok {
 			return
 		}
-		if s.cfg.ACL == nil {
+		if a.ACL == nil {
 			h(w, r)
 			return
 		}
@@ -95,8 +115,8 @@ func (s *Server) adminAuth(act acl.Action, h http.HandlerFunc) http.HandlerFunc 
 			need = append(need, acl.Topic(t))
 		}
 		for _, res := range need {
-			if _, err := s.cfg.ACL.Authorize(user, res, act, remoteIP(r)); err != nil {
-				s.log.Info("admin call denied", "path", r.URL.Path, "user", user, "resource", res.String(),
+			if _, err := a.ACL.Authorize(user, res, act, remoteIP(r)); err != nil {
+				a.Log.Info("admin call denied", "path", r.URL.Path, "user", user, "resource", res.String(),
 					"action", act.String(), "client", r.RemoteAddr)
 				httpError(w, http.StatusForbidden, err.Error())
 				return
@@ -106,29 +126,29 @@ func (s *Server) adminAuth(act acl.Action, h http.HandlerFunc) http.HandlerFunc 
 	}
 }
 
-// metricsAuth guards /metrics: with ACL on, any user's Basic credentials,
-// unless Config.PublicMetrics.
-func (s *Server) metricsAuth(h http.Handler) http.Handler {
-	if s.cfg.PublicMetrics {
+// Metrics guards /metrics: with ACL on, any user's Basic credentials,
+// unless PublicMetrics.
+func (a HTTPAuth) Metrics(h http.Handler) http.Handler {
+	if a.PublicMetrics {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := s.httpUser(w, r); ok {
+		if _, ok := a.user(w, r); ok {
 			h.ServeHTTP(w, r)
 		}
 	})
 }
 
-// httpUser authenticates r's Basic credentials when ACL is on, answering
-// 401 itself when they fail.
-func (s *Server) httpUser(w http.ResponseWriter, r *http.Request) (string, bool) {
-	if s.cfg.ACL == nil {
+// user authenticates r's Basic credentials when ACL is on, answering 401
+// itself when they fail.
+func (a HTTPAuth) user(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if a.ACL == nil {
 		return "", true
 	}
 	ak, sk, _ := r.BasicAuth()
-	user, err := s.cfg.ACL.AuthenticateSecret(ak, sk)
+	user, err := a.ACL.AuthenticateSecret(ak, sk)
 	if err != nil {
-		s.log.Info("admin call unauthenticated", "path", r.URL.Path, "user", ak, "client", r.RemoteAddr, "err", err)
+		a.Log.Info("admin call unauthenticated", "path", r.URL.Path, "user", ak, "client", r.RemoteAddr, "err", err)
 		w.Header().Set("WWW-Authenticate", `Basic realm="rocketmq"`)
 		httpError(w, http.StatusUnauthorized, "credentials required: HTTP Basic with an ACL user's access key and secret key")
 		return "", false

@@ -77,6 +77,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// EmitStats sends a Stats struct's fields as metrics named prefix_field
+// (a replicated node's collector uses it too): uint64 fields are counters,
+// other numbers, bools and durations gauges (durations in seconds).
+func EmitStats(ch chan<- prometheus.Metric, prefix string, stats any) { emitStats(ch, prefix, stats) }
+
 // emitStats turns a Stats struct into metrics: uint64 fields are counters,
 // other numbers, bools and durations gauges (durations in seconds).
 func emitStats(ch chan<- prometheus.Metric, prefix string, stats any) {
@@ -146,82 +151,108 @@ type resetResult struct {
 	Epoch  uint64 `json:"epoch"`
 }
 
-// handleReset resets a group's offsets of a topic through
-// offset.Manager.Reset / ResetToTime:
+// ResetRequest is a parsed POST /admin/reset (ParseReset): Group's offsets
+// of Queues of Topic go to Offset, or when Offset is -1 to the first
+// message at or after Time.
+type ResetRequest struct {
+	Group, Topic string
+	Queues       []int
+	Offset       int64
+	Time         time.Time
+}
+
+// HTTPError is an admin call's refusal: its status and message.
+type HTTPError struct {
+	Status int
+	Msg    string
+}
+
+func (e *HTTPError) Error() string { return e.Msg }
+
+// Write answers the refusal as JSON {"error": Msg}.
+func (e *HTTPError) Write(w http.ResponseWriter) { httpError(w, e.Status, e.Msg) }
+
+// ParseReset parses an /admin/reset call (a single broker's and a
+// replicated node's); queues is a topic's queue count, false when it does
+// not exist:
 //
 //	POST /admin/reset?group=G&topic=T[&queue=Q]&offset=N
 //	POST /admin/reset?group=G&topic=T[&queue=Q]&timestamp=<unix ms>
 //	POST /admin/reset?group=G&topic=T[&queue=Q]&time=<RFC 3339>
-func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+func ParseReset(r *http.Request, queues func(topic string) (int, bool)) (ResetRequest, *HTTPError) {
+	refuse := func(status int, msg string) (ResetRequest, *HTTPError) {
+		return ResetRequest{}, &HTTPError{Status: status, Msg: msg}
+	}
 	if r.Method != http.MethodPost {
-		httpError(w, http.StatusMethodNotAllowed, "use POST")
-		return
+		return refuse(http.StatusMethodNotAllowed, "use POST")
 	}
 	q := r.URL.Query()
-	group, topic := q.Get("group"), q.Get("topic")
-	if group == "" || topic == "" {
-		httpError(w, http.StatusBadRequest, "group and topic are required")
-		return
+	rr := ResetRequest{Group: q.Get("group"), Topic: q.Get("topic"), Offset: -1}
+	if rr.Group == "" || rr.Topic == "" {
+		return refuse(http.StatusBadRequest, "group and topic are required")
 	}
-	n, ok := s.topics.Queues(topic)
+	n, ok := queues(rr.Topic)
 	if !ok {
-		httpError(w, http.StatusNotFound, "topic "+topic+" does not exist")
-		return
+		return refuse(http.StatusNotFound, "topic "+rr.Topic+" does not exist")
 	}
-	queues := make([]int, 0, n)
 	if qs := q.Get("queue"); qs != "" {
 		id, err := strconv.Atoi(qs)
 		if err != nil || id < 0 || id >= n {
-			httpError(w, http.StatusBadRequest, fmt.Sprintf("queue %q: want 0..%d", qs, n-1))
-			return
+			return refuse(http.StatusBadRequest, fmt.Sprintf("queue %q: want 0..%d", qs, n-1))
 		}
-		queues = append(queues, id)
+		rr.Queues = []int{id}
 	} else {
 		for i := 0; i < n; i++ {
-			queues = append(queues, i)
+			rr.Queues = append(rr.Queues, i)
 		}
 	}
-	var at time.Time
-	var off int64 = -1
 	switch {
 	case q.Get("offset") != "":
 		v, err := strconv.ParseInt(q.Get("offset"), 10, 64)
 		if err != nil || v < 0 {
-			httpError(w, http.StatusBadRequest, "offset must be a non-negative integer")
-			return
+			return refuse(http.StatusBadRequest, "offset must be a non-negative integer")
 		}
-		off = v
+		rr.Offset = v
 	case q.Get("timestamp") != "":
 		v, err := strconv.ParseInt(q.Get("timestamp"), 10, 64)
 		if err != nil || v < 0 {
-			httpError(w, http.StatusBadRequest, "timestamp must be unix milliseconds")
-			return
+			return refuse(http.StatusBadRequest, "timestamp must be unix milliseconds")
 		}
-		at = time.UnixMilli(v)
+		rr.Time = time.UnixMilli(v)
 	case q.Get("time") != "":
 		v, err := time.Parse(time.RFC3339Nano, q.Get("time"))
 		if err != nil {
-			httpError(w, http.StatusBadRequest, "time must be RFC 3339: "+err.Error())
-			return
+			return refuse(http.StatusBadRequest, "time must be RFC 3339: "+err.Error())
 		}
-		at = v
+		rr.Time = v
 	default:
-		httpError(w, http.StatusBadRequest, "one of offset, timestamp or time is required")
+		return refuse(http.StatusBadRequest, "one of offset, timestamp or time is required")
+	}
+	return rr, nil
+}
+
+// handleReset resets a group's offsets of a topic (ParseReset) through
+// offset.Manager.Reset / ResetToTime.
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	rr, herr := ParseReset(r, s.topics.Queues)
+	if herr != nil {
+		herr.Write(w)
 		return
 	}
+	group, topic := rr.Group, rr.Topic
 	offs, st := s.core.Offsets(), s.core.Store()
 	var out []resetResult
-	for _, id := range queues {
+	for _, id := range rr.Queues {
 		var e uint64
 		var err error
-		target := off
-		if off >= 0 {
+		target := rr.Offset
+		if target >= 0 {
 			if max := st.MaxOffset(topic, id); target > max {
 				target = max
 			}
 			e, err = offs.Reset(group, topic, id, target)
 		} else {
-			e, err = offs.ResetToTime(group, topic, id, at, st)
+			e, err = offs.ResetToTime(group, topic, id, rr.Time, st)
 			target, _ = offs.Committed(group, topic, id)
 		}
 		if err != nil {

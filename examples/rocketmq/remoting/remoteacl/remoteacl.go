@@ -178,6 +178,12 @@ func (h *Handler) check(ctx context.Context, c *transport.Conn, req *wire.Comman
 	return h.verdict(c.RemoteAddr(), req)
 }
 
+// Decide authenticates and authorizes req from a client at addr with the
+// rules in force now, as Serve does before the wrapped handler: a non-nil
+// answer (NO_PERMISSION) refuses it. A replicated node re-decides a logged
+// ACL edit with it when applying the edit.
+func (h *Handler) Decide(addr net.Addr, req *wire.Command) *wire.Command { return h.verdict(addr, req) }
+
 // verdict is check for a request from addr.
 func (h *Handler) verdict(addr net.Addr, req *wire.Command) *wire.Command {
 	user, err := h.az.AuthenticateRemoting(req.ExtFields, req.Body)
