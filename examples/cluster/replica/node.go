@@ -482,6 +482,22 @@ func (n *Node) Leader() (id, addr string) {
 	return string(lid), n.memberAddr(string(lid))
 }
 
+// MemberAddr reports whether id is a server of the current raft
+// configuration and, if this node knows it, its client address (the
+// replicated one, else the bootstrap configuration's; "" when neither).
+func (n *Node) MemberAddr(id string) (addr string, member bool) {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return "", false
+	}
+	for _, srv := range f.Configuration().Servers {
+		if string(srv.ID) == id {
+			return n.memberAddr(id), true
+		}
+	}
+	return "", false
+}
+
 // memberAddr is a member's client address: the replicated one, else the one
 // of the bootstrap configuration, else this node's own.
 func (n *Node) memberAddr(id string) string {

@@ -39,7 +39,9 @@ import (
 // body under a key derived from Config.ClusterSecret: a node acts on none
 // whose MAC does not verify, so only a member registers an address for
 // checks (message bodies go to it) or has a check pushed to a producer.
-// A replayed report only registers its own follower again, until its
+// The leader registers a report only for a server of the raft
+// configuration, at the address the cluster knows for it (when it knows
+// one). A replayed report only registers its own follower again, until its
 // expiry; a replayed check asks the producer again, which answers what it
 // knows. Without a ClusterSecret the key is public, as the raft port is
 // then unauthenticated too.
@@ -62,6 +64,7 @@ const (
 	relayReportEvery = time.Second
 	relayExpiry      = 3 * relayReportEvery
 	relayCallTimeout = time.Second
+	relayMaxGroups   = 4096 // groups in one report
 )
 
 // relayReport is the body of codeRelayProducers.
@@ -146,8 +149,18 @@ func (r *relay) registerReport(body []byte) error {
 		return fmt.Errorf("relay report: %w", replica.ErrNotLeader)
 	}
 	var rep relayReport
-	if err := json.Unmarshal(body, &rep); err != nil || rep.ID == "" || rep.Addr == "" {
+	if err := json.Unmarshal(body, &rep); err != nil || rep.ID == "" || rep.Addr == "" || len(rep.Groups) > relayMaxGroups {
 		return fmt.Errorf("%w: bad report", errRelayRefused)
+	}
+	// Checks (and the messages in them) go only to a member, at the address
+	// the cluster knows for it when it knows one: the registry holds at
+	// most one report per server of the raft configuration.
+	addr, member := r.n.MemberAddr(rep.ID)
+	if !member {
+		return fmt.Errorf("%w: %q is no member of the cluster", errRelayRefused, rep.ID)
+	}
+	if addr != "" && addr != rep.Addr {
+		return fmt.Errorf("%w: member %s is at %s, not %s", errRelayRefused, rep.ID, addr, rep.Addr)
 	}
 	r.reg.report(rep)
 	return nil

@@ -52,7 +52,7 @@ func TestRelayRequestsNeedTheClusterKey(t *testing.T) {
 	leader := c.nodes[l]
 	member := leader.relay
 	outsider := newRelay([]byte("not the cluster's secret, at all"), "x", "127.0.0.1:1", nil, nil, leader.log)
-	rep := relayReport{ID: "n9", Addr: "127.0.0.1:1", Groups: []string{"G"}}
+	rep := relayReport{ID: f.Node().ID(), Addr: f.BrokerAddr(), Groups: []string{"G"}}
 	check := txn.Check{ID: 1, Group: "G", Message: &store.Message{Topic: "G", Body: []byte("b")}}
 
 	for _, req := range []struct {
@@ -67,8 +67,20 @@ func TestRelayRequestsNeedTheClusterKey(t *testing.T) {
 	cmd, err := member.request(codeRelayProducers, rep)
 	require.NoError(t, err)
 	tampered := *cmd
-	tampered.Body, _ = json.Marshal(relayReport{ID: "n9", Addr: "127.0.0.1:2", Groups: []string{"G"}})
+	tampered.Body, _ = json.Marshal(relayReport{ID: f.Node().ID(), Addr: "127.0.0.1:2", Groups: []string{"G"}})
 	require.Equal(t, wire.NoPermission, mustCall(t, leader.BrokerAddr(), &tampered).Code, "the MAC covers the body")
+	require.Empty(t, leader.relay.reg.pick("G"))
+
+	// A member's key, but a server the cluster does not have, or another
+	// address than the member's: checks would go where no member is.
+	for _, bad := range []relayReport{{ID: "n9", Addr: "127.0.0.1:1", Groups: []string{"G"}},
+		{ID: f.Node().ID(), Addr: "127.0.0.1:1", Groups: []string{"G"}}} {
+		req, err := member.request(codeRelayProducers, bad)
+		require.NoError(t, err)
+		resp := mustCall(t, leader.BrokerAddr(), req)
+		require.Equal(t, wire.SystemError, resp.Code, "%+v", bad)
+		require.Contains(t, resp.Remark, "relay request refused")
+	}
 	require.Empty(t, leader.relay.reg.pick("G"))
 
 	require.Equal(t, wire.ServiceNotAvailable, mustCall(t, f.BrokerAddr(), cmd).Code, "a follower registers nothing")
