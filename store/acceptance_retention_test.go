@@ -199,13 +199,20 @@ func TestAcceptRetainWithoutLimitsDropsNothing(t *testing.T) {
 func TestAcceptRetentionRacingReadersAndWritersNeverReturnsWrongData(t *testing.T) {
 	clk := newFakeClock()
 	s := openT(t, t.TempDir(), store.Options{Now: clk.Now, SegmentSize: 4096, MaxAge: time.Second, RetainEvery: time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	// The writer runs until retention removed records several times (and
+	// at least 200 appends), not for a stretch of real time: a loaded
+	// machine's slow fsyncs would leave too few appends to retain any.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { // writer: bodies encode their queue offset
 		defer wg.Done()
+		defer cancel() // the readers stop with the writer
 		for i := 0; ctx.Err() == nil; i++ {
+			if i >= 200 && s.Stats().Retained >= 5 {
+				return
+			}
 			if !assert.NoError(t, s.Append(msg("t", 0, fmt.Sprintf("%06d%s", i, strings.Repeat("w", 300))))) {
 				return
 			}
@@ -241,7 +248,7 @@ func TestAcceptRetentionRacingReadersAndWritersNeverReturnsWrongData(t *testing.
 		}()
 	}
 	wg.Wait()
-	assert.Greater(t, s.Stats().Retained, uint64(0), "retention ran during the test")
+	assert.GreaterOrEqual(t, s.Stats().Retained, uint64(5), "retention ran during the test")
 }
 
 func TestAcceptOffsetsNeverGoBackWhenEverySealedSegmentIsRetained(t *testing.T) {
