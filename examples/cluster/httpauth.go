@@ -10,9 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,24 +244,11 @@ func (v *verifier) refuse(r *http.Request, err error) {
 // (-insecure-http): its data endpoints answer anyone who reaches it, and
 // without a secret so do membership changes and offset resets.
 func checkHTTPAddr(addr string, secret []byte, insecure bool) error {
-	if insecure || loopback(addr) {
+	if insecure || replica.LoopbackAddr(addr) {
 		return nil
 	}
 	if len(secret) == 0 {
 		return fmt.Errorf("-http-addr %s without -cluster-secret-file: anyone who reaches it could add or remove voters and reset offsets: %w", addr, ErrInsecureHTTP)
 	}
 	return fmt.Errorf("-http-addr %s: its data endpoints (/produce, /pop, /ack, …) answer anyone who reaches it: %w", addr, ErrInsecureHTTP)
-}
-
-// loopback reports whether a listen address binds loopback only.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }

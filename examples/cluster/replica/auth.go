@@ -451,8 +451,10 @@ func (t *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	return d.Dial("tcp", string(address))
 }
 
-// loopbackAddr reports whether a listen address binds loopback only.
-func loopbackAddr(addr string) bool {
+// LoopbackAddr reports whether a listen address binds loopback only
+// ("localhost" or a loopback IP; not "" or ":port", which bind every
+// interface).
+func LoopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
@@ -492,7 +494,7 @@ func (gs *Groups) RaftRefused() uint64 {
 // checkRaftAddr refuses a raft address beyond loopback without a cluster
 // secret unless cfg.InsecureRaft says so.
 func checkRaftAddr(cfg Config) error {
-	if len(cfg.ClusterSecret) > 0 || cfg.InsecureRaft || cfg.RaftAddr == "" || loopbackAddr(cfg.RaftAddr) {
+	if len(cfg.ClusterSecret) > 0 || cfg.InsecureRaft || cfg.RaftAddr == "" || LoopbackAddr(cfg.RaftAddr) {
 		return nil
 	}
 	return fmt.Errorf("config: raft address %s: %w", cfg.RaftAddr, ErrInsecureRaft)
