@@ -126,13 +126,32 @@ func (h *Handler) Batch(req *wire.Command) bool {
 }
 
 // ServeBatch implements transport.BatchHandler: refused requests are
-// answered here, the others served together by the wrapped handler.
+// answered here, the others served together by the wrapped handler. A
+// batch that passes whole (the usual one) goes to the wrapped handler as
+// it is, with nothing allocated for it here.
 func (h *Handler) ServeBatch(ctx context.Context, c *transport.Conn, reqs []*wire.Command) []*wire.Command {
-	resps := make([]*wire.Command, len(reqs))
-	pass := make([]*wire.Command, 0, len(reqs))
 	for i, req := range reqs {
-		if resps[i] = h.check(ctx, c, req); resps[i] == nil {
-			pass = append(pass, req)
+		if refused := h.check(ctx, c, req); refused != nil {
+			return h.serveRefused(ctx, c, reqs, i, refused)
+		}
+	}
+	if len(reqs) == 1 {
+		return []*wire.Command{h.h.Serve(ctx, c, reqs[0])}
+	}
+	return h.h.(transport.BatchHandler).ServeBatch(ctx, c, reqs)
+}
+
+// serveRefused is ServeBatch once reqs[first] was refused (with refused):
+// the requests before it passed, the ones after it are checked here.
+func (h *Handler) serveRefused(ctx context.Context, c *transport.Conn, reqs []*wire.Command, first int,
+	refused *wire.Command) []*wire.Command {
+	resps := make([]*wire.Command, len(reqs))
+	pass := make([]*wire.Command, first, len(reqs))
+	copy(pass, reqs[:first])
+	resps[first] = refused
+	for i := first + 1; i < len(reqs); i++ {
+		if resps[i] = h.check(ctx, c, reqs[i]); resps[i] == nil {
+			pass = append(pass, reqs[i])
 		}
 	}
 	if len(pass) == 0 {
