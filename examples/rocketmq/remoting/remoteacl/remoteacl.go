@@ -75,7 +75,10 @@ type Options struct {
 
 // Handler is a transport.Handler with access control in front of another.
 // It keeps the wrapped handler's optional capabilities (inline, batch,
-// connection observer).
+// connection observer), and is a transport.Guard: a transport.Server over
+// it checks requests on the read loop and serves the admitted ones with the
+// wrapped handler; anything else calling Serve or ServeBatch has them
+// checked there.
 type Handler struct {
 	h    transport.Handler
 	az   *acl.Authorizer
@@ -172,6 +175,23 @@ func (h *Handler) serveRefused(ctx context.Context, c *transport.Conn, reqs []*w
 	}
 	return resps
 }
+
+// Admit implements transport.Guard: a transport serving h checks each
+// request on the connection's read loop as soon as it is decoded (its
+// fields and body still in the core's cache, and no goroutine started for
+// a request it refuses), and serves the admitted ones with the wrapped
+// handler directly. A CONSUMER_SEND_MSG_BACK is left undecided when
+// Options.TopicAt is set (finding its message's topic reads the store,
+// which the read loop must not wait for): Serve checks it.
+func (h *Handler) Admit(ctx context.Context, c *transport.Conn, req *wire.Command) (*wire.Command, bool) {
+	if req.Code == wire.CodeConsumerSendMsgBack && h.opts.TopicAt != nil {
+		return nil, false
+	}
+	return h.check(ctx, c, req), true
+}
+
+// Guarded implements transport.Guard: the handler Admit's requests go to.
+func (h *Handler) Guarded() transport.Handler { return h.h }
 
 // ConnOpened implements transport.ConnObserver: as the wrapped handler.
 func (h *Handler) ConnOpened(c *transport.Conn) {
