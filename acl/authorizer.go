@@ -21,26 +21,11 @@ import (
 type Authorizer struct {
 	opts   Options
 	policy atomic.Pointer[policy]
+	replay replayCache
 	edits  sync.Mutex // serializes Reload, ReloadFile and Edit
 
-	// Every request reads policy and adds to authOK and allowed, on every
-	// core: the counters and the replay cache's lock get cache lines of
-	// their own, so that their writes do not evict the pointer each
-	// request reads from the other cores' caches.
-	_       cacheLinePad
-	authOK  atomic.Uint64
-	allowed atomic.Uint64
-	_       cacheLinePad
-	replay  replayCache
-	_       cacheLinePad
-
-	denied, authFailed, replays, reloads, reloadErrors atomic.Uint64
+	allowed, denied, authOK, authFailed, replays, reloads, reloadErrors atomic.Uint64
 }
-
-// cacheLinePad keeps what precedes it and what follows it on different
-// cache lines (64 bytes on amd64 and arm64; twice that covers the
-// adjacent-line prefetch).
-type cacheLinePad struct{ _ [128]byte }
 
 // Stats are the Authorizer's counters since New.
 type Stats struct {
