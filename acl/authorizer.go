@@ -233,7 +233,8 @@ func (a *Authorizer) authenticateRemoting(fields map[string]string, body []byte)
 	if ak == "" {
 		return "", ErrNoCredentials
 	}
-	if fields[FieldSignature] == "" {
+	sig := fields[FieldSignature]
+	if sig == "" {
 		return ak, fmt.Errorf("%w: AccessKey without Signature", ErrMalformed)
 	}
 	u := a.policy.Load().users[ak]
@@ -244,7 +245,7 @@ func (a *Authorizer) authenticateRemoting(fields map[string]string, body []byte)
 		return ak, ErrDisabled
 	}
 	m := u.mac()
-	ok := m.verifyRemoting(fields, body)
+	ok := m.verifyRemoting(sig, true, fields, body)
 	u.putMAC(m)
 	if !ok {
 		return ak, badRemotingSignature(u, fields, body)

@@ -136,18 +136,22 @@ func (m *macState) verifyV5(sig *[sha1.Size]byte, dateTime string) bool {
 // interceptor and Java's AclClientRPCHook compute, and what Apache checks.
 func SignRemoting(secret string, fields map[string]string, body []byte) string {
 	m := &macState{h: hmac.New(sha1.New, []byte(secret))}
-	m.writeRemotingContent(fields, body)
+	_, hasSig := fields[FieldSignature]
+	m.writeRemotingContent(hasSig, fields, body)
 	return base64.StdEncoding.EncodeToString(m.h.Sum(nil))
 }
 
 // VerifyRemoting reports whether fields carry a Signature that SignRemoting
 // would compute for them and body under secret, in constant time.
 func VerifyRemoting(secret string, fields map[string]string, body []byte) bool {
-	return (&macState{h: hmac.New(sha1.New, []byte(secret))}).verifyRemoting(fields, body)
+	sig, ok := fields[FieldSignature]
+	return (&macState{h: hmac.New(sha1.New, []byte(secret))}).verifyRemoting(sig, ok, fields, body)
 }
 
-func (m *macState) verifyRemoting(fields map[string]string, body []byte) bool {
-	sig := fields[FieldSignature]
+// verifyRemoting is VerifyRemoting with fields' Signature value already
+// looked up (hasSig: whether fields has one), so that the per-request path
+// reads each field once.
+func (m *macState) verifyRemoting(sig string, hasSig bool, fields map[string]string, body []byte) bool {
 	if base64.StdEncoding.DecodedLen(len(sig)) > 2*sha1.Size {
 		return false
 	}
@@ -156,18 +160,19 @@ func (m *macState) verifyRemoting(fields map[string]string, body []byte) bool {
 	if err != nil || n != sha1.Size {
 		return false
 	}
-	m.writeRemotingContent(fields, body)
+	m.writeRemotingContent(hasSig, fields, body)
 	m.buf = m.h.Sum(m.buf[:0])
 	return hmac.Equal(m.buf, dec[:n])
 }
 
 // writeRemotingContent feeds the signed content to the hash: the values of
-// the sorted field names except Signature, then the body. A client sends
-// the same field names request after request, so the sorted order of the
-// last request is kept and reused when the names are the same.
-func (m *macState) writeRemotingContent(fields map[string]string, body []byte) {
+// the sorted field names except Signature (hasSig: fields has one), then
+// the body. A client sends the same field names request after request, so
+// the sorted order of the last request is kept and reused when the names
+// are the same.
+func (m *macState) writeRemotingContent(hasSig bool, fields map[string]string, body []byte) {
 	n := len(fields)
-	if _, ok := fields[FieldSignature]; ok {
+	if hasSig {
 		n--
 	}
 	b, same := m.buf[:0], len(m.keys) == n

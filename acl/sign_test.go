@@ -166,9 +166,9 @@ func TestRemotingVerifyReusesTheFieldOrderOnlyForTheSameNames(t *testing.T) {
 	} {
 		sent := clientV2Sign("ak", "sk", fields, []byte("x"))
 		m.h.Reset()
-		assert.True(t, m.verifyRemoting(sent, []byte("x")), "%v", fields)
+		assert.True(t, m.verifyRemoting(sent[FieldSignature], true, sent, []byte("x")), "%v", fields)
 		sent["a"] = sent["a"] + "!"
 		m.h.Reset()
-		assert.False(t, m.verifyRemoting(sent, []byte("x")), "%v tampered", fields)
+		assert.False(t, m.verifyRemoting(sent[FieldSignature], true, sent, []byte("x")), "%v tampered", fields)
 	}
 }

@@ -92,10 +92,10 @@ type need struct {
 	act acl.Action
 }
 
-// needs lists what req needs; ok false for a request that names no
-// resource it must (an empty topic or group is then refused as FORBIDDEN:
-// nothing can be allowed on no resource).
-func needs(req any) (ns []need, ok bool) {
+// needs lists what req needs, appended to ns; ok false for a request that
+// names no resource it must (an empty topic or group is then refused as
+// FORBIDDEN: nothing can be allowed on no resource).
+func needs(ns []need, req any) (_ []need, ok bool) {
 	topic := func(r *v2.Resource, act acl.Action) {
 		if r.GetName() == "" {
 			ok = false
@@ -193,7 +193,8 @@ func isConsumerType(t v2.ClientType) bool {
 
 // authorize decides every need of req; a non-nil status refuses it.
 func (s *Server) authorize(c caller, req any) *v2.Status {
-	ns, ok := needs(req)
+	var buf [4]need // most requests name one or two resources
+	ns, ok := needs(buf[:0], req)
 	if !ok {
 		s.log.Info("grpcapi: request refused: no resource named", "user", c.user, "request", requestName(req))
 		return &v2.Status{Code: v2.Code_FORBIDDEN, Message: "acl: the request names no topic or group"}
@@ -226,7 +227,7 @@ func (s *Server) aclUnary(ctx context.Context, req any, info *grpc.UnaryServerIn
 		}
 		return nil, statusError(st)
 	}
-	return handler(context.WithValue(ctx, userKey{}, c.user), req)
+	return handler(withUser(ctx, c.user), req)
 }
 
 // refusedResponse is req's response type carrying only st.
@@ -285,7 +286,7 @@ func (s *Server) aclStream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 		if st != nil {
 			return statusError(st)
 		}
-		return handler(srv, &aclBidi{ServerStream: ss, s: s, c: c, ctx: context.WithValue(ss.Context(), userKey{}, c.user)})
+		return handler(srv, &aclBidi{ServerStream: ss, s: s, c: c, ctx: withUser(ss.Context(), c.user)})
 	}
 	var req proto.Message
 	switch info.FullMethod {

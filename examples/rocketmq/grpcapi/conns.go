@@ -75,10 +75,29 @@ func connOf(ctx context.Context) *conn {
 
 type userKey struct{}
 
+// userCtx is a call's context carrying the access key that signed it: one
+// allocation per call, where context.WithValue takes two (the context and
+// the string boxed).
+type userCtx struct {
+	context.Context
+	user string
+}
+
+func withUser(ctx context.Context, user string) context.Context { return &userCtx{ctx, user} }
+
+func (c *userCtx) Value(key any) any {
+	if _, ok := key.(userKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
 // userOf is the access key that signed the call ("" without ACL).
 func userOf(ctx context.Context) string {
-	u, _ := ctx.Value(userKey{}).(string)
-	return u
+	if u, ok := ctx.Value(userKey{}).(*userCtx); ok {
+		return u.user
+	}
+	return ""
 }
 
 // owner is who registered a client id, and when it last claimed it.

@@ -75,7 +75,10 @@ type Options struct {
 
 // Handler is a transport.Handler with access control in front of another.
 // It keeps the wrapped handler's optional capabilities (inline, batch,
-// connection observer).
+// connection observer), and is a transport.Guard: a transport.Server over
+// it checks requests on the read loop and serves the admitted ones with the
+// wrapped handler; anything else calling Serve or ServeBatch has them
+// checked there.
 type Handler struct {
 	h    transport.Handler
 	az   *acl.Authorizer
@@ -126,13 +129,32 @@ func (h *Handler) Batch(req *wire.Command) bool {
 }
 
 // ServeBatch implements transport.BatchHandler: refused requests are
-// answered here, the others served together by the wrapped handler.
+// answered here, the others served together by the wrapped handler. A
+// batch that passes whole (the usual one) goes to the wrapped handler as
+// it is, with nothing allocated for it here.
 func (h *Handler) ServeBatch(ctx context.Context, c *transport.Conn, reqs []*wire.Command) []*wire.Command {
-	resps := make([]*wire.Command, len(reqs))
-	pass := make([]*wire.Command, 0, len(reqs))
 	for i, req := range reqs {
-		if resps[i] = h.check(ctx, c, req); resps[i] == nil {
-			pass = append(pass, req)
+		if refused := h.check(ctx, c, req); refused != nil {
+			return h.serveRefused(ctx, c, reqs, i, refused)
+		}
+	}
+	if len(reqs) == 1 {
+		return []*wire.Command{h.h.Serve(ctx, c, reqs[0])}
+	}
+	return h.h.(transport.BatchHandler).ServeBatch(ctx, c, reqs)
+}
+
+// serveRefused is ServeBatch once reqs[first] was refused (with refused):
+// the requests before it passed, the ones after it are checked here.
+func (h *Handler) serveRefused(ctx context.Context, c *transport.Conn, reqs []*wire.Command, first int,
+	refused *wire.Command) []*wire.Command {
+	resps := make([]*wire.Command, len(reqs))
+	pass := make([]*wire.Command, first, len(reqs))
+	copy(pass, reqs[:first])
+	resps[first] = refused
+	for i := first + 1; i < len(reqs); i++ {
+		if resps[i] = h.check(ctx, c, reqs[i]); resps[i] == nil {
+			pass = append(pass, reqs[i])
 		}
 	}
 	if len(pass) == 0 {
@@ -153,6 +175,23 @@ func (h *Handler) ServeBatch(ctx context.Context, c *transport.Conn, reqs []*wir
 	}
 	return resps
 }
+
+// Admit implements transport.Guard: a transport serving h checks each
+// request on the connection's read loop as soon as it is decoded (its
+// fields and body still in the core's cache, and no goroutine started for
+// a request it refuses), and serves the admitted ones with the wrapped
+// handler directly. A CONSUMER_SEND_MSG_BACK is left undecided when
+// Options.TopicAt is set (finding its message's topic reads the store,
+// which the read loop must not wait for): Serve checks it.
+func (h *Handler) Admit(ctx context.Context, c *transport.Conn, req *wire.Command) (*wire.Command, bool) {
+	if req.Code == wire.CodeConsumerSendMsgBack && h.opts.TopicAt != nil {
+		return nil, false
+	}
+	return h.check(ctx, c, req), true
+}
+
+// Guarded implements transport.Guard: the handler Admit's requests go to.
+func (h *Handler) Guarded() transport.Handler { return h.h }
 
 // ConnOpened implements transport.ConnObserver: as the wrapped handler.
 func (h *Handler) ConnOpened(c *transport.Conn) {

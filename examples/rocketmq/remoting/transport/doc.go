@@ -7,8 +7,10 @@
 // which it serves on its own goroutine (or, for the cheap ones an
 // InlineHandler names, on the connection's read loop, their answers
 // written once per burst of input; those a BatchHandler names are served
-// together, once per burst) and answers by opaque in any order. A
-// ConnObserver hears of connections opening and closing. Only broken
+// together, once per burst) and answers by opaque in any order. A Guard
+// (access control) decides each request on the read loop as soon as it is
+// decoded, before any of that. A ConnObserver hears of connections opening
+// and closing. Only broken
 // framing closes a connection; a header that cannot be decoded is answered
 // with SYSTEM_ERROR.
 //

@@ -52,6 +52,23 @@ type BatchHandler interface {
 	ServeBatch(ctx context.Context, c *Conn, reqs []*wire.Command) []*wire.Command
 }
 
+// Guard is an optional capability of a Handler that checks requests (access
+// control): Admit decides each request on the connection's read loop as
+// soon as it is decoded — while its fields and body are still in the
+// core's cache, and before any goroutine is started for it. A refusal
+// (non-nil) is the request's answer, written as an inline one (none for a
+// oneway request), and no handler sees the request. An admitted request
+// (nil, true) is served by Guarded(), with Guarded()'s capabilities
+// (inline, batch, connection observer) in place of the Guard's, whose
+// Serve would check it again. An undecided one (nil, false: a check that
+// may block, which the read loop must not do) is served by the Guard's
+// own Serve on a goroutine of its own.
+type Guard interface {
+	Handler
+	Admit(ctx context.Context, c *Conn, req *wire.Command) (refusal *wire.Command, decided bool)
+	Guarded() Handler
+}
+
 // Bounds of one ServeBatch: requests and body bytes.
 const (
 	MaxBatchRequests  = 64
@@ -89,7 +106,8 @@ type ServerStats struct {
 // Server accepts remoting connections and hands their requests to a
 // Handler.
 type Server struct {
-	h      Handler
+	h      Handler // what serves requests: the Guard's Guarded() with one
+	guard  Guard   // nil: the handler checks nothing on the read loop
 	opts   ServerOptions
 	log    *slog.Logger
 	ctx    context.Context
@@ -114,8 +132,12 @@ type Server struct {
 func NewServer(h Handler, opts ServerOptions) *Server {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{h: h, opts: opts, log: opts.Logger.With("server", opts.Name), ctx: ctx, cancel: cancel,
+	s := &Server{h: h, opts: opts, log: opts.Logger.With("server", opts.Name), ctx: ctx, cancel: cancel,
 		conns: map[*Conn]struct{}{}, budget: newBudget(opts.MaxReadBytes)}
+	if g, ok := h.(Guard); ok {
+		s.guard, s.h = g, g.Guarded()
+	}
+	return s
 }
 
 // ErrServerClosed is returned by Serve after Close.
@@ -406,6 +428,25 @@ func (c *Conn) readLoop() string {
 			continue // answers to our oneway notifications: none expected
 		}
 		s.requests.Add(1)
+		if s.guard != nil {
+			refusal, decided := s.guard.Admit(c.ctx, c, cmd)
+			if refusal != nil {
+				c.serveBatch() // what was read before goes first
+				c.answerInline(cmd, refusal)
+				c.unreserve(cost)
+				continue
+			}
+			if !decided {
+				c.serveBatch()
+				if !c.acquire() {
+					c.unreserve(cost)
+					return "closed"
+				}
+				c.wg.Add(1)
+				go c.serve(s.guard, cmd, cost)
+				continue
+			}
+		}
 		if bh != nil && bh.Batch(cmd) {
 			c.batch = append(c.batch, cmd)
 			c.batchCost += cost
@@ -420,21 +461,30 @@ func (c *Conn) readLoop() string {
 			c.unreserve(cost)
 			continue
 		}
-		select {
-		case c.sem <- struct{}{}:
-		default:
-			// MaxInflight requests are being served: stop reading until
-			// one ends (answers written meanwhile).
-			c.flushInline()
-			select {
-			case c.sem <- struct{}{}:
-			case <-c.ctx.Done():
-				c.unreserve(cost)
-				return "closed"
-			}
+		if !c.acquire() {
+			c.unreserve(cost)
+			return "closed"
 		}
 		c.wg.Add(1)
-		go c.serve(cmd, cost)
+		go c.serve(s.h, cmd, cost)
+	}
+}
+
+// acquire takes a slot of MaxInflight for a request's goroutine; when
+// they are all taken it stops reading until one ends (answers written
+// meanwhile). False: the connection closed meanwhile.
+func (c *Conn) acquire() bool {
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	default:
+	}
+	c.flushInline()
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	case <-c.ctx.Done():
+		return false
 	}
 }
 
@@ -463,9 +513,9 @@ func salvageOpaque(frame []byte) int32 {
 	return 0
 }
 
-func (c *Conn) serve(req *wire.Command, cost int64) {
+func (c *Conn) serve(h Handler, req *wire.Command, cost int64) {
 	defer func() { c.unreserve(cost); <-c.sem; c.wg.Done() }()
-	resp := c.srv.h.Serve(c.ctx, c, req)
+	resp := h.Serve(c.ctx, c, req)
 	if resp == nil || req.IsOneway() {
 		return
 	}
@@ -483,7 +533,12 @@ func answer(req, resp *wire.Command) {
 // serveInline serves req on the read loop; its answer waits in bw until the
 // read loop runs out of input (flushReader) or the write loop flushes.
 func (c *Conn) serveInline(req *wire.Command) {
-	resp := c.srv.h.Serve(c.ctx, c, req)
+	c.answerInline(req, c.srv.h.Serve(c.ctx, c, req))
+}
+
+// answerInline writes resp, req's answer, on the read loop: it waits in bw
+// as the answers of serveInline do (nothing for a oneway request).
+func (c *Conn) answerInline(req, resp *wire.Command) {
 	if resp == nil || req.IsOneway() {
 		return
 	}
