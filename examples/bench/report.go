@@ -204,7 +204,6 @@ func targets(out io.Writer, rows map[string]row) {
 		{name: "SyncGroup at 64 producers ≥ 0.8× raw wal WriteBatch(64) + fsync", a: sg64, b: walBatch64Sync, want: 0.8},
 		{name: "SyncGroup at 64 producers ≥ 50 msgs per fsync", a: sg64, minPerFsync: 50},
 		{name: "floor: 64 producers handing off to that loop ≥ 0.8× raw wal WriteBatch(64) + fsync", a: walHandoff64, b: walBatch64Sync, want: 0.8},
-		{name: "SyncGroup at 64 producers ≥ 0.8× the 64-producer hand-off floor", a: sg64, b: walHandoff64, want: 0.8},
 		{name: "SyncGroup at 64 producers ≥ JetStream SyncAlways, 64 publishers", a: sg64, b: "jetstream SyncAlways, 64 publishers", want: 1},
 		{name: "SyncGroup at 64 producers ≥ JetStream SyncAlways, 1 publisher", a: sg64, b: "jetstream SyncAlways, 1 publisher", want: 1},
 		{name: "pop+ack ≥ 2× JetStream fetch+ack", a: "brokercore pop 32 + Ack each", b: "jetstream fetch 32 + Ack each", want: 2},
