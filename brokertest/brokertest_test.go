@@ -2,6 +2,8 @@ package brokertest_test
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -125,4 +127,25 @@ func TestExampleNewRedelivers(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, again.Messages, 1)
 	assert.Equal(t, 2, again.Messages[0].Attempts)
+}
+
+// TestFreeAddrPicksDistinctBindablePortsBelowTheEphemeralRange: a port
+// from FreeAddr binds, is never handed out twice, and lies below the range
+// outgoing connections draw their local ports from.
+func TestFreeAddrPicksDistinctBindablePortsBelowTheEphemeralRange(t *testing.T) {
+	_, hi := brokertest.FreeAddrRange()
+	seen := map[string]bool{}
+	for range 50 {
+		addr := brokertest.FreeAddr(t)
+		require.False(t, seen[addr], "handed out twice: %s", addr)
+		seen[addr] = true
+		_, p, err := net.SplitHostPort(addr)
+		require.NoError(t, err)
+		port, err := strconv.Atoi(p)
+		require.NoError(t, err)
+		require.Less(t, port, hi)
+		l, err := net.Listen("tcp", addr)
+		require.NoError(t, err, "FreeAddr's port must bind")
+		require.NoError(t, l.Close())
+	}
 }

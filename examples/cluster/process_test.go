@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/brokercore/brokercore/brokertest"
 	"net"
 	"net/http"
 	"os"
@@ -18,12 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr is an address for a server the test starts later (brokertest.FreeAddr:
+// outside the ephemeral range, so no outgoing connection takes it first).
+func freeAddr(t *testing.T) string { return brokertest.FreeAddr(t) }
 
 // proc is one node running in a child process of the test binary.
 type proc struct {

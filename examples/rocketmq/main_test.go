@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/brokercore/brokercore/brokertest"
 	"net"
 	"os"
 	"os/exec"
@@ -28,12 +29,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is an address for a server the test starts later (brokertest.FreeAddr:
+// outside the ephemeral range, so no outgoing connection takes it first).
+func freeAddr(t *testing.T) string { return brokertest.FreeAddr(t) }
 
 type syncBuf struct {
 	mu sync.Mutex

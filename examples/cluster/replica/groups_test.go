@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"github.com/brokercore/brokercore/brokertest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -390,18 +390,11 @@ func TestGroupsSnapshotPerGroup(t *testing.T) {
 	require.Zero(t, gc.groups[0].node("n3").fsm.restored(), "group 0 caught up from its log")
 }
 
-// freeAddrs picks n free 127.0.0.1 ports.
+// freeAddrs picks n free 127.0.0.1 ports (brokertest.FreeAddr).
 func freeAddrs(t testing.TB, n int) []string {
-	var lns []net.Listener
-	var out []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		_ = ln.Close()
+	out := make([]string, n)
+	for i := range out {
+		out[i] = brokertest.FreeAddr(t)
 	}
 	return out
 }

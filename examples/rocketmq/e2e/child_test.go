@@ -4,8 +4,8 @@ package e2e
 
 import (
 	"bufio"
+	"github.com/brokercore/brokercore/brokertest"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -80,11 +80,8 @@ func (c *child) stop(t testing.TB) {
 	}
 }
 
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is an address for a server the test starts later (brokertest.FreeAddr:
+// outside the ephemeral range, so no outgoing connection takes it first).
+func freeAddr(t testing.TB) string { return brokertest.FreeAddr(t) }
 
 func hasSuffix(id, instance string) bool { return strings.HasSuffix(id, "@"+instance) }

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/brokercore/brokercore/brokertest"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -85,13 +85,9 @@ func (c *childBroker) kill() {
 	<-c.done
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is an address for a server the test starts later (brokertest.FreeAddr:
+// outside the ephemeral range, so no outgoing connection takes it first).
+func freeAddr(t *testing.T) string { return brokertest.FreeAddr(t) }
 
 // TestKill9LoopLosesNoAcknowledgedSend: the broker is killed with SIGKILL
 // and restarted on the same port and data while stock v5 producers send

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/brokercore/brokercore/brokertest"
 	"io"
 	"log/slog"
 	"net"
@@ -18,7 +19,6 @@ import (
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/txn"
-	"github.com/stretchr/testify/require"
 )
 
 // childNode runs one node from RMQHA_CHILD (a JSON Config) until SIGTERM,
@@ -60,13 +60,9 @@ type nodeProc struct {
 	log  string
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is an address for a server the test starts later (brokertest.FreeAddr:
+// outside the ephemeral range, so no outgoing connection takes it first).
+func freeAddr(t testing.TB) string { return brokertest.FreeAddr(t) }
 
 // startProcs starts n node processes of a new cluster. Their addresses
 // are picked free and listened on later: when another process took one in

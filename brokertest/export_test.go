@@ -1,0 +1,4 @@
+package brokertest
+
+// FreeAddrRange is where FreeAddr picks ports.
+var FreeAddrRange = portRange
