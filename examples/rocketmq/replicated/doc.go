@@ -33,8 +33,14 @@
 //
 // An admin offset reset (INVOKE_BROKER_TO_RESET_OFFSET) goes through raft
 // on the leader too (a follower forwards it like a send: served there, it
-// would move that node's offset manager only), and so does
-// CONSUMER_SEND_MSG_BACK (forwarded the same way): the leader applies the library's rules
+// would move that node's offset manager only): every queue's new offset
+// in one entry, and the leader moves its own offsets (its connections'
+// epochs) and answers SUCCESS only once raft committed it; a reset raft
+// refuses (not the leader any more, a timeout, shutdown, a refused entry)
+// is answered SYSTEM_ERROR naming the cause and moves nothing. An
+// UPDATE_CONSUMER_OFFSET is recorded through raft before the node's own
+// offset moves, the same way. CONSUMER_SEND_MSG_BACK goes through raft
+// on the leader too (forwarded the same way): the leader applies the library's rules
 // (brokercore.PlanSendBack, replica.Node.SendBack), the retry waits in the
 // replicated scheduler and lands on %RETRY%group, and past the consumer's
 // max reconsume times the message goes to %DLQ%group.
