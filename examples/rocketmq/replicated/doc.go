@@ -167,7 +167,11 @@
 // says which leads). GET /admin/offsets answers the replicated committed
 // offsets as the node applied them (without epochs, which are every
 // node's own). POST /admin/reset goes through raft on the leader, as
-// INVOKE_BROKER_TO_RESET_OFFSET does, and answers once the leader holds
-// the new offsets; a follower refuses it with 503 naming the leader (send
-// it there, or use mqadmin resetOffsetByTime, which any node forwards).
+// INVOKE_BROKER_TO_RESET_OFFSET does, and answers once raft committed the
+// new offsets (503 with Retry-After and the cause when it did not: nothing
+// moved). A follower checks the caller's credentials, forwards the reset
+// to the leader as that remoting request (signed with the caller's
+// credentials under the forwarding mark, so the leader checks it against
+// its rules as an admin request) and answers the leader's result; while
+// it knows no leader it answers 503 with Retry-After.
 package replicated
