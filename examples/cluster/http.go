@@ -55,7 +55,7 @@ func GroupsHandler(gs *replica.Groups, cfg replica.Config) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &api{gs: gs, addr: cfg.Addr, now: now, auth: newVerifier(cfg.ClusterSecret, now, log)}
+	a := &api{gs: gs, addr: cfg.Addr, now: now, auth: newVerifier(cfg.ClusterSecret, cfg.Addr, now, log)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /produce", a.leaderOnly(a.handleProduce))
 	mux.HandleFunc("POST /pop", a.leaderOnly(a.handlePop))

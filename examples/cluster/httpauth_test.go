@@ -128,9 +128,23 @@ func rawPost(t *testing.T, addr, path string, body []byte, proofs ...string) (in
 	return resp.StatusCode, string(raw)
 }
 
+// signedPost posts body to addr signed for it, and signs every redirect
+// it follows anew for the node it goes to, as postSigned does.
 func signedPost(t *testing.T, addr, path string, body, key []byte, at time.Time) (int, string) {
 	t.Helper()
-	return rawPost(t, addr, path, body, signProof(key, http.MethodPost, path, body, at))
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	sign(req, key, body, at)
+	c := http.Client{CheckRedirect: func(next *http.Request, via []*http.Request) error {
+		sign(next, key, body, at)
+		return nil
+	}}
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(raw)
 }
 
 // testClock is the HTTP API's clock in a test: it moves only when told.
@@ -170,7 +184,7 @@ func TestHTTPAuthRefusesHostileProofsAndKeepsServing(t *testing.T) {
 	}
 	key := httpKey(testSecret)
 	sig := func(k []byte, path string, body []byte, at time.Time) string {
-		return signProof(k, http.MethodPost, path, body, at)
+		return signProof(k, leader, http.MethodPost, path, body, at)
 	}
 	reset := mustJSON(t, offsetReq{Group: "g", Topic: "t", Queue: 0, Offset: 7})
 	evil := mustJSON(t, memberReq{ID: "evil1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:1"})
@@ -209,16 +223,19 @@ func TestHTTPAuthRefusesHostileProofsAndKeepsServing(t *testing.T) {
 		proofs []string
 	}{
 		{"no proof", "0 X-Cluster-Auth", "/offsets/reset", reset, nil},
-		{"empty proof", "not a v1", "/offsets/reset", reset, []string{""}},
-		{"garbage", "not a v1", "/offsets/reset", reset, []string{"hello"}},
-		{"other version", "not a v1", "/offsets/reset", reset, []string{with(0, "v2")}},
+		{"empty proof", "not a v2", "/offsets/reset", reset, []string{""}},
+		{"garbage", "not a v2", "/offsets/reset", reset, []string{"hello"}},
+		{"other version", "not a v2", "/offsets/reset", reset, []string{with(0, "v1")}},
+		{"made for another node", "made for another node", "/offsets/reset", reset, []string{signProof(key, follower, http.MethodPost, "/offsets/reset", reset, clk.Now())}},
+		{"made for the node by another name", "made for another node", "/offsets/reset", reset, []string{signProof(key, strings.Replace(leader, "127.0.0.1", "localhost", 1), http.MethodPost, "/offsets/reset", reset, clk.Now())}},
+		{"made for no node", "made for another node", "/offsets/reset", reset, []string{signProof(key, "", http.MethodPost, "/offsets/reset", reset, clk.Now())}},
 		{"two proofs", "2 X-Cluster-Auth", "/offsets/reset", reset, []string{good, good}},
 		{"upper-case mac", "bad nonce or mac", "/offsets/reset", reset, []string{with(3, strings.ToUpper(f[3]))}},
 		{"short mac", "bad nonce or mac", "/offsets/reset", reset, []string{with(3, f[3][:62])}},
 		{"long mac", "bad nonce or mac", "/offsets/reset", reset, []string{good + "00"}},
 		{"short nonce", "bad nonce or mac", "/offsets/reset", reset, []string{with(2, f[2][2:])}},
 		{"time in the future's far end", "proof time", "/offsets/reset", reset, []string{with(1, "9223372036854775807")}},
-		{"extra field", "not a v1", "/offsets/reset", reset, []string{good + ":00"}},
+		{"extra field", "not a v2", "/offsets/reset", reset, []string{good + ":00"}},
 		{"non-hex nonce", "bad nonce or mac", "/offsets/reset", reset, []string{with(2, "zz"+f[2][2:])}},
 		{"negative time", "bad time", "/offsets/reset", reset, []string{with(1, "-1")}},
 		{"time with leading zero", "bad time", "/offsets/reset", reset, []string{with(1, "0"+f[1])}},
@@ -287,10 +304,11 @@ func followerID(addrs map[string]string, addr string) string {
 
 func FuzzParseProof(f *testing.F) {
 	key := httpKey(testSecret)
-	f.Add(signProof(key, "POST", "/members", []byte(`{"id":"n2"}`), time.Unix(1, 0)))
-	f.Add("v1:0:" + strings.Repeat("0", 32) + ":" + strings.Repeat("f", 64))
-	f.Add("v1:-1:" + strings.Repeat("0", 32) + ":" + strings.Repeat("f", 64))
-	f.Add("v1:::")
+	f.Add(signProof(key, "127.0.0.1:8001", "POST", "/members", []byte(`{"id":"n2"}`), time.Unix(1, 0)))
+	f.Add("v2:0:" + strings.Repeat("0", 32) + ":" + strings.Repeat("f", 64))
+	f.Add("v2:-1:" + strings.Repeat("0", 32) + ":" + strings.Repeat("f", 64))
+	f.Add("v1:0:" + strings.Repeat("0", 32) + ":" + strings.Repeat("f", 64)) // the unbound format
+	f.Add("v2:::")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, h string) {
 		p, err := parseProof(h)
