@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore/examples/cluster/replica"
+	"github.com/brokercore/brokercore/schedule"
+	"github.com/brokercore/brokercore/store"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )
@@ -199,6 +201,9 @@ func TestHTTPAuthRefusesHostileProofsAndKeepsServing(t *testing.T) {
 	stale := sig(key, "/offsets/reset", reset, clk.Now().Add(-authSkew-time.Millisecond))
 	early := sig(key, "/offsets/reset", reset, clk.Now().Add(authSkew+time.Millisecond))
 	big := mustJSON(t, offsetReq{Group: strings.Repeat("g", authMaxBody), Topic: "t"})
+	timer, err := l.ProduceAt(&store.Message{Topic: "t", Body: []byte("later")}, time.Now().Add(48*time.Hour))
+	require.NoError(t, err)
+	cancel := mustJSON(t, map[string]any{"uniq_key": timer.Properties[schedule.PropUniqKey], "queue": 0})
 
 	health := 0
 	healthy := func(name string) {
@@ -252,6 +257,11 @@ func TestHTTPAuthRefusesHostileProofsAndKeepsServing(t *testing.T) {
 		{"body over the bound", "body over", "/offsets/reset", big, []string{sig(key, "/offsets/reset", big, clk.Now())}},
 		{"add an unreachable voter, forged", "wrong proof", "/members", evil, []string{sig(httpKey([]byte("guessed-secret-guessed")), "/members", evil, clk.Now())}},
 		{"remove a live voter, unsigned", "0 X-Cluster-Auth", "/members/remove", remove, nil},
+		{"cancel a timer, unsigned", "0 X-Cluster-Auth", "/cancel", cancel, nil},
+		{"cancel a timer with a reset's proof", "wrong proof", "/cancel", cancel, []string{good}},
+		{"cancel a timer, forged", "wrong proof", "/cancel", cancel, []string{sig(httpKey([]byte("guessed-secret-guessed")), "/cancel", cancel, clk.Now())}},
+		{"cancel a timer, made for another node", "made for another node", "/cancel", cancel, []string{signProof(key, follower, http.MethodPost, "/cancel", cancel, clk.Now())}},
+		{"cancel a timer, stale", "proof time 30001 ms", "/cancel", cancel, []string{sig(key, "/cancel", cancel, clk.Now().Add(-authSkew-time.Millisecond))}},
 	}
 	refused := uint64(0)
 	for _, tc := range cases {
@@ -289,7 +299,12 @@ func TestHTTPAuthRefusesHostileProofsAndKeepsServing(t *testing.T) {
 	require.Equal(t, 200, code, "at the window's edge: %s", answer)
 	healthy("clock")
 
-	// Data endpoints need no proof.
+	// Signed, the cancel goes through (redirected from a follower, signed
+	// anew for the leader); it was pending until then.
+	code, answer = signedPost(t, follower, "/cancel", cancel, key, clk.Now())
+	require.Equal(t, 200, code, "the timer was still pending: %s", answer)
+
+	// The data path needs no proof (loopback only without -insecure-http).
 	require.Equal(t, 200, post(t, follower, "/produce", produceReq{Topic: "t", Messages: []msgJSON{{Body: "x"}}}, nil))
 }
 
