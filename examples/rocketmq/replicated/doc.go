@@ -37,7 +37,9 @@
 // in one entry, and the leader moves its own offsets (its connections'
 // epochs) and answers SUCCESS only once raft committed it; a reset raft
 // refuses (not the leader any more, a timeout, shutdown, a refused entry)
-// is answered SYSTEM_ERROR naming the cause and moves nothing. An
+// is answered SYSTEM_ERROR naming the cause and moves nothing (one raft
+// did not confirm in time may still be applied by a later leader, as a
+// send may). An
 // UPDATE_CONSUMER_OFFSET is recorded through raft before the node's own
 // offset moves, the same way. CONSUMER_SEND_MSG_BACK goes through raft
 // on the leader too (forwarded the same way): the leader applies the library's rules

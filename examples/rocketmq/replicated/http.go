@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brokercore/brokercore/acl"
+	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
 )
@@ -30,7 +31,8 @@ import (
 //     INVOKE_BROKER_TO_RESET_OFFSET does: it answers once raft committed
 //     the new offsets of every queue asked (one entry: all or none), and
 //     a reset raft refuses is answered 503 with Retry-After and the cause,
-//     and moves nothing. A follower checks the caller's credentials
+//     and moves nothing (one raft did not confirm, a timeout, may still be
+//     applied by a later leader, as a send may). A follower checks the caller's credentials
 //     itself, then forwards the reset to the leader as the remoting
 //     resets are forwarded (forward.go: as INVOKE_BROKER_TO_RESET_OFFSET,
 //     signed with the caller's credentials and marked by the cluster
@@ -111,6 +113,9 @@ func (s *Server) resetHere(rr server.ResetRequest) ([]resetQueue, *server.HTTPEr
 	}
 	if err := (writer{s.node}).ResetOffsets(rr.Group, rr.Topic, targets); err != nil {
 		s.log.Warn("offset reset not committed", "group", rr.Group, "topic", rr.Topic, "queues", len(targets), "err", err)
+		if errors.Is(err, replica.ErrNotCommitted) {
+			return nil, &server.HTTPError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("%v: %v; a later leader may still apply it, check /admin/offsets or try again", errResetNotCommitted, err)}
+		}
 		if errors.Is(err, broker.ErrNotWritable) {
 			return nil, &server.HTTPError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("%v: %v; nothing moved, try again", errResetNotCommitted, err)}
 		}
