@@ -38,7 +38,10 @@ import (
 //
 // cfg gives this node's HTTP address (Addr), the clock (Now), the logger
 // and the cluster secret (ClusterSecret): with a secret, /members,
-// /members/remove and /offsets/reset need its proof (httpauth.go).
+// /members/remove, /offsets/reset and /cancel need its proof, made for
+// this node's Addr (httpauth.go). The data path (/produce, /pop, /ack,
+// /change-invisible, /read, /offsets, /status) stays open: the program
+// serves it on loopback only unless -insecure-http.
 func Handler(n *replica.Node, cfg replica.Config) http.Handler {
 	gs, _ := replica.NewGroups(n) // one node: never an error
 	return GroupsHandler(gs, cfg)
@@ -55,13 +58,13 @@ func GroupsHandler(gs *replica.Groups, cfg replica.Config) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &api{gs: gs, addr: cfg.Addr, now: now, auth: newVerifier(cfg.ClusterSecret, now, log)}
+	a := &api{gs: gs, addr: cfg.Addr, now: now, auth: newVerifier(cfg.ClusterSecret, cfg.Addr, now, log)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /produce", a.leaderOnly(a.handleProduce))
 	mux.HandleFunc("POST /pop", a.leaderOnly(a.handlePop))
 	mux.HandleFunc("POST /ack", a.leaderOnly(a.handleAck))
 	mux.HandleFunc("POST /change-invisible", a.leaderOnly(a.handleChangeInvisible))
-	mux.HandleFunc("POST /cancel", a.leaderOnly(a.handleCancel))
+	mux.HandleFunc("POST /cancel", a.auth.guard(a.leaderOnly(a.handleCancel))) // it changes state: not the data path
 	mux.HandleFunc("POST /offsets/reset", a.auth.guard(a.leaderOnly(a.handleResetOffset)))
 	mux.HandleFunc("GET /offsets", a.handleOffsets)
 	mux.HandleFunc("POST /members", a.auth.guard(a.leaderOnly(a.handleAddMember)))
@@ -79,8 +82,9 @@ type statusJSON struct {
 	// RaftRefused counts the raft connections refused for want of the
 	// cluster secret (-cluster-secret-file).
 	RaftRefused uint64 `json:"raft_refused"`
-	// HTTPRefused counts the membership and offset-reset requests refused
-	// for want of a proof of the cluster secret (httpauth.go).
+	// HTTPRefused counts the admin requests (membership, offset resets,
+	// cancels) refused for want of a proof of the cluster secret
+	// (httpauth.go).
 	HTTPRefused uint64 `json:"http_refused"`
 }
 

@@ -22,32 +22,37 @@ import (
 
 // The HTTP API's admin proof (-cluster-secret-file).
 //
-// With a cluster secret, the requests that change who votes or where a
-// consumer group reads — POST /members, /members/remove, /offsets/reset —
-// must prove the secret in a header:
+// With a cluster secret, the requests that change who votes, where a
+// consumer group reads or what a delayed message does — POST /members,
+// /members/remove, /offsets/reset, /cancel — must prove the secret in a
+// header:
 //
-//	X-Cluster-Auth: v1:<unix ms>:<nonce, 32 hex digits>:<mac, 64 hex digits>
+//	X-Cluster-Auth: v2:<unix ms>:<nonce, 32 hex digits>:<mac, 64 hex digits>
 //
-//	mac = HMAC-SHA256(K, "brokercore http v1\n" method "\n" request URI "\n"
-//	                     unix ms "\n" nonce "\n" hex(SHA-256(body)))
+//	mac = HMAC-SHA256(K, "brokercore http v2\n" authority "\n" method "\n"
+//	                     request URI "\n" unix ms "\n" nonce "\n" hex(SHA-256(body)))
 //	K   = replica.DeriveKey(secret, "brokercore http admin v1")
 //
-// (lower-case hex). A node accepts a proof whose time is within ±30 s of
-// its clock, whose MAC matches (compared in constant time), and that it has
-// not accepted before (it remembers accepted proofs until they expire, so a
-// recorded request cannot be replayed to it). Anything else is answered
-// 401 before the handler runs, logged (a few lines a minute) and counted
-// (http_refused in /status). Every node verifies, so a follower's redirect
-// to the leader needs the same header (Go's client and curl -L re-send it;
-// joinCluster signs every hop anew). Only the leader acts on a request, so
-// a recorded one can be replayed to effect only on a leader elected since
-// (within its 30 s). Like the raft handshake it authenticates and does not
-// encrypt.
+// (lower-case hex). authority is the node the proof is for: its HTTP
+// address (-http-addr, replica.Config.Addr: host:port as members and
+// redirects name it, which is what a client addressing it sends as Host).
+// A node accepts a proof whose time is within ±30 s of its clock, whose
+// MAC over its own address matches (compared in constant time), and that
+// it has not accepted before (it remembers accepted proofs until they
+// expire, so a recorded request cannot be replayed to it). Anything else
+// is answered 401 before the handler runs, logged (a few lines a minute)
+// and counted (http_refused in /status). Every node verifies, and a proof
+// made for one node verifies on no other: a follower's redirect to the
+// leader needs a proof made for the leader (joinCluster and -post sign
+// every hop anew; a client that re-sends the header as it is, as Go's
+// default client and curl -L do, is refused by the leader), and a
+// recorded request cannot be replayed to a leader elected since. Like the
+// raft handshake it authenticates and does not encrypt.
 const (
 	authHeader      = "X-Cluster-Auth"
-	authVersion     = "v1"
+	authVersion     = "v2"
 	authPurpose     = "brokercore http admin v1" // replica.DeriveKey's purpose: not the raft port's key
-	authLabel       = "brokercore http v1"
+	authLabel       = "brokercore http v2"
 	authSkew        = 30 * time.Second
 	authNonceLen    = 16       // bytes
 	authMaxBody     = 64 << 10 // an admin request's body is a few dozen bytes
@@ -56,8 +61,8 @@ const (
 	authMaxProof    = 128      // a proof's length: 101 to 120 bytes
 )
 
-// ErrHTTPAuth: a membership or offset-reset request without a valid proof
-// of the cluster secret.
+// ErrHTTPAuth: an admin request (membership, offset reset, cancel) without
+// a valid proof of the cluster secret made for this node.
 var ErrHTTPAuth = errors.New("request not authenticated with the cluster secret")
 
 // ErrInsecureHTTP: an HTTP address beyond loopback without -insecure-http.
@@ -113,19 +118,20 @@ func lowerHex(s string, n int) bool {
 	return true
 }
 
-func proofMAC(key []byte, method, uri string, at int64, nonce string, body []byte) []byte {
+func proofMAC(key []byte, authority, method, uri string, at int64, nonce string, body []byte) []byte {
 	sum := sha256.Sum256(body)
 	m := hmac.New(sha256.New, key)
-	fmt.Fprintf(m, "%s\n%s\n%s\n%d\n%s\n%s", authLabel, method, uri, at, nonce, hex.EncodeToString(sum[:]))
+	fmt.Fprintf(m, "%s\n%s\n%s\n%s\n%d\n%s\n%s", authLabel, authority, method, uri, at, nonce, hex.EncodeToString(sum[:]))
 	return m.Sum(nil)
 }
 
-// signProof is the X-Cluster-Auth value for a request, with a fresh nonce.
-func signProof(key []byte, method, uri string, body []byte, now time.Time) string {
+// signProof is the X-Cluster-Auth value for a request to the node at
+// authority (its HTTP address), with a fresh nonce.
+func signProof(key []byte, authority, method, uri string, body []byte, now time.Time) string {
 	var n [authNonceLen]byte
 	_, _ = rand.Read(n[:])
 	p := proof{at: now.UnixMilli(), nonce: hex.EncodeToString(n[:])}
-	p.mac = proofMAC(key, method, uri, p.at, p.nonce, body)
+	p.mac = proofMAC(key, authority, method, uri, p.at, p.nonce, body)
 	return p.String()
 }
 
@@ -134,16 +140,22 @@ func (p proof) String() string {
 	return fmt.Sprintf("%s:%d:%s:%s", authVersion, p.at, p.nonce, hex.EncodeToString(p.mac))
 }
 
-// sign sets req's proof; body is what req sends.
+// sign sets req's proof, for the node req addresses; body is what req
+// sends.
 func sign(req *http.Request, key []byte, body []byte, now time.Time) {
-	req.Header.Set(authHeader, signProof(key, req.Method, req.URL.RequestURI(), body, now))
+	authority := req.Host
+	if authority == "" {
+		authority = req.URL.Host
+	}
+	req.Header.Set(authHeader, signProof(key, authority, req.Method, req.URL.RequestURI(), body, now))
 }
 
 // verifier checks the proofs of one node's HTTP API.
 type verifier struct {
-	key []byte
-	now func() time.Time
-	log *slog.Logger
+	key  []byte
+	self string // the node's HTTP address: the authority its proofs are made for
+	now  func() time.Time
+	log  *slog.Logger
 
 	refused atomic.Uint64
 	logged  atomic.Int64 // refusal log lines in the current minute window
@@ -153,8 +165,11 @@ type verifier struct {
 	seen map[string]int64 // accepted MACs (hex) → when they expire (unix ms)
 }
 
-func newVerifier(secret []byte, now func() time.Time, log *slog.Logger) *verifier {
-	return &verifier{key: httpKey(secret), now: now, log: log, seen: map[string]int64{}}
+// newVerifier checks the proofs made for the node at self, its HTTP
+// address (with a secret and no address, every proof is refused: there is
+// nothing to bind it to).
+func newVerifier(secret []byte, self string, now func() time.Time, log *slog.Logger) *verifier {
+	return &verifier{key: httpKey(secret), self: self, now: now, log: log, seen: map[string]int64{}}
 }
 
 // Refused counts the requests refused so far.
@@ -199,8 +214,11 @@ func (v *verifier) verify(r *http.Request) ([]byte, error) {
 	if len(body) > authMaxBody {
 		return nil, fmt.Errorf("%w: body over %d bytes", ErrHTTPAuth, authMaxBody)
 	}
-	if !hmac.Equal(p.mac, proofMAC(v.key, r.Method, r.URL.RequestURI(), p.at, p.nonce, body)) {
-		return nil, fmt.Errorf("%w: wrong proof (another secret, or another request's)", ErrHTTPAuth)
+	if v.self == "" {
+		return nil, fmt.Errorf("%w: this node has no HTTP address (replica.Config.Addr) to bind proofs to", ErrHTTPAuth)
+	}
+	if !hmac.Equal(p.mac, proofMAC(v.key, v.self, r.Method, r.URL.RequestURI(), p.at, p.nonce, body)) {
+		return nil, fmt.Errorf("%w: wrong proof (another secret, another request's, or made for another node than %s)", ErrHTTPAuth, v.self)
 	}
 	return body, v.remember(hex.EncodeToString(p.mac), p.at+authSkew.Milliseconds(), now)
 }

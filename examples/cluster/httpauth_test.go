@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/brokercore/brokercore/examples/cluster/replica"
+	"github.com/brokercore/brokercore/schedule"
+	"github.com/brokercore/brokercore/store"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )
@@ -128,9 +130,23 @@ func rawPost(t *testing.T, addr, path string, body []byte, proofs ...string) (in
 	return resp.StatusCode, string(raw)
 }
 
+// signedPost posts body to addr signed for it, and signs every redirect
+// it follows anew for the node it goes to, as postSigned does.
 func signedPost(t *testing.T, addr, path string, body, key []byte, at time.Time) (int, string) {
 	t.Helper()
-	return rawPost(t, addr, path, body, signProof(key, http.MethodPost, path, body, at))
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	sign(req, key, body, at)
+	c := http.Client{CheckRedirect: func(next *http.Request, via []*http.Request) error {
+		sign(next, key, body, at)
+		return nil
+	}}
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(raw)
 }
 
 // testClock is the HTTP API's clock in a test: it moves only when told.
@@ -170,7 +186,7 @@ func TestHTTPAuthRefusesHostileProofsAndKeepsServing(t *testing.T) {
 	}
 	key := httpKey(testSecret)
 	sig := func(k []byte, path string, body []byte, at time.Time) string {
-		return signProof(k, http.MethodPost, path, body, at)
+		return signProof(k, leader, http.MethodPost, path, body, at)
 	}
 	reset := mustJSON(t, offsetReq{Group: "g", Topic: "t", Queue: 0, Offset: 7})
 	evil := mustJSON(t, memberReq{ID: "evil1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:1"})
@@ -185,6 +201,9 @@ func TestHTTPAuthRefusesHostileProofsAndKeepsServing(t *testing.T) {
 	stale := sig(key, "/offsets/reset", reset, clk.Now().Add(-authSkew-time.Millisecond))
 	early := sig(key, "/offsets/reset", reset, clk.Now().Add(authSkew+time.Millisecond))
 	big := mustJSON(t, offsetReq{Group: strings.Repeat("g", authMaxBody), Topic: "t"})
+	timer, err := l.ProduceAt(&store.Message{Topic: "t", Body: []byte("later")}, time.Now().Add(48*time.Hour))
+	require.NoError(t, err)
+	cancel := mustJSON(t, map[string]any{"uniq_key": timer.Properties[schedule.PropUniqKey], "queue": 0})
 
 	health := 0
 	healthy := func(name string) {
@@ -209,16 +228,19 @@ func TestHTTPAuthRefusesHostileProofsAndKeepsServing(t *testing.T) {
 		proofs []string
 	}{
 		{"no proof", "0 X-Cluster-Auth", "/offsets/reset", reset, nil},
-		{"empty proof", "not a v1", "/offsets/reset", reset, []string{""}},
-		{"garbage", "not a v1", "/offsets/reset", reset, []string{"hello"}},
-		{"other version", "not a v1", "/offsets/reset", reset, []string{with(0, "v2")}},
+		{"empty proof", "not a v2", "/offsets/reset", reset, []string{""}},
+		{"garbage", "not a v2", "/offsets/reset", reset, []string{"hello"}},
+		{"other version", "not a v2", "/offsets/reset", reset, []string{with(0, "v1")}},
+		{"made for another node", "made for another node", "/offsets/reset", reset, []string{signProof(key, follower, http.MethodPost, "/offsets/reset", reset, clk.Now())}},
+		{"made for the node by another name", "made for another node", "/offsets/reset", reset, []string{signProof(key, strings.Replace(leader, "127.0.0.1", "localhost", 1), http.MethodPost, "/offsets/reset", reset, clk.Now())}},
+		{"made for no node", "made for another node", "/offsets/reset", reset, []string{signProof(key, "", http.MethodPost, "/offsets/reset", reset, clk.Now())}},
 		{"two proofs", "2 X-Cluster-Auth", "/offsets/reset", reset, []string{good, good}},
 		{"upper-case mac", "bad nonce or mac", "/offsets/reset", reset, []string{with(3, strings.ToUpper(f[3]))}},
 		{"short mac", "bad nonce or mac", "/offsets/reset", reset, []string{with(3, f[3][:62])}},
 		{"long mac", "bad nonce or mac", "/offsets/reset", reset, []string{good + "00"}},
 		{"short nonce", "bad nonce or mac", "/offsets/reset", reset, []string{with(2, f[2][2:])}},
 		{"time in the future's far end", "proof time", "/offsets/reset", reset, []string{with(1, "9223372036854775807")}},
-		{"extra field", "not a v1", "/offsets/reset", reset, []string{good + ":00"}},
+		{"extra field", "not a v2", "/offsets/reset", reset, []string{good + ":00"}},
 		{"non-hex nonce", "bad nonce or mac", "/offsets/reset", reset, []string{with(2, "zz"+f[2][2:])}},
 		{"negative time", "bad time", "/offsets/reset", reset, []string{with(1, "-1")}},
 		{"time with leading zero", "bad time", "/offsets/reset", reset, []string{with(1, "0"+f[1])}},
@@ -235,6 +257,11 @@ func TestHTTPAuthRefusesHostileProofsAndKeepsServing(t *testing.T) {
 		{"body over the bound", "body over", "/offsets/reset", big, []string{sig(key, "/offsets/reset", big, clk.Now())}},
 		{"add an unreachable voter, forged", "wrong proof", "/members", evil, []string{sig(httpKey([]byte("guessed-secret-guessed")), "/members", evil, clk.Now())}},
 		{"remove a live voter, unsigned", "0 X-Cluster-Auth", "/members/remove", remove, nil},
+		{"cancel a timer, unsigned", "0 X-Cluster-Auth", "/cancel", cancel, nil},
+		{"cancel a timer with a reset's proof", "wrong proof", "/cancel", cancel, []string{good}},
+		{"cancel a timer, forged", "wrong proof", "/cancel", cancel, []string{sig(httpKey([]byte("guessed-secret-guessed")), "/cancel", cancel, clk.Now())}},
+		{"cancel a timer, made for another node", "made for another node", "/cancel", cancel, []string{signProof(key, follower, http.MethodPost, "/cancel", cancel, clk.Now())}},
+		{"cancel a timer, stale", "proof time 30001 ms", "/cancel", cancel, []string{sig(key, "/cancel", cancel, clk.Now().Add(-authSkew-time.Millisecond))}},
 	}
 	refused := uint64(0)
 	for _, tc := range cases {
@@ -272,7 +299,12 @@ func TestHTTPAuthRefusesHostileProofsAndKeepsServing(t *testing.T) {
 	require.Equal(t, 200, code, "at the window's edge: %s", answer)
 	healthy("clock")
 
-	// Data endpoints need no proof.
+	// Signed, the cancel goes through (redirected from a follower, signed
+	// anew for the leader); it was pending until then.
+	code, answer = signedPost(t, follower, "/cancel", cancel, key, clk.Now())
+	require.Equal(t, 200, code, "the timer was still pending: %s", answer)
+
+	// The data path needs no proof (loopback only without -insecure-http).
 	require.Equal(t, 200, post(t, follower, "/produce", produceReq{Topic: "t", Messages: []msgJSON{{Body: "x"}}}, nil))
 }
 
@@ -287,10 +319,11 @@ func followerID(addrs map[string]string, addr string) string {
 
 func FuzzParseProof(f *testing.F) {
 	key := httpKey(testSecret)
-	f.Add(signProof(key, "POST", "/members", []byte(`{"id":"n2"}`), time.Unix(1, 0)))
-	f.Add("v1:0:" + strings.Repeat("0", 32) + ":" + strings.Repeat("f", 64))
-	f.Add("v1:-1:" + strings.Repeat("0", 32) + ":" + strings.Repeat("f", 64))
-	f.Add("v1:::")
+	f.Add(signProof(key, "127.0.0.1:8001", "POST", "/members", []byte(`{"id":"n2"}`), time.Unix(1, 0)))
+	f.Add("v2:0:" + strings.Repeat("0", 32) + ":" + strings.Repeat("f", 64))
+	f.Add("v2:-1:" + strings.Repeat("0", 32) + ":" + strings.Repeat("f", 64))
+	f.Add("v1:0:" + strings.Repeat("0", 32) + ":" + strings.Repeat("f", 64)) // the unbound format
+	f.Add("v2:::")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, h string) {
 		p, err := parseProof(h)

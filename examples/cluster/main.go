@@ -7,9 +7,9 @@
 //
 // A node without -join and without raft state bootstraps a one-voter
 // cluster; -join asks that node (or any member: followers redirect) to add
-// this one as a voter. With -cluster-secret-file, membership changes and
-// offset resets must prove the secret (httpauth.go); -post sends one such
-// request. See README.md for the HTTP API.
+// this one as a voter. With -cluster-secret-file, membership changes,
+// offset resets and timer cancels must prove the secret (httpauth.go);
+// -post sends one such request. See README.md for the HTTP API.
 package main
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/brokercore/brokercore"
@@ -244,6 +245,25 @@ func (n *Node) ResetOffset(group, topic string, queueID int, offset int64) error
 		return fmt.Errorf("reset: %w", err)
 	}
 	_, err := n.apply(&entry{Kind: kindReset, Commits: []commitItem{{Group: group, Topic: topic, Queue: queueID, Offset: offset}}})
+	return err
+}
+
+// ResetOffsets is ResetOffset of several queues of a topic in one raft
+// entry: every queue moves, or (an error) none does.
+func (n *Node) ResetOffsets(group, topic string, offsets map[int]int64) error {
+	items := make([]commitItem, 0, len(offsets))
+	for q, off := range offsets {
+		c := commitItem{Group: group, Topic: topic, Queue: q, Offset: off}
+		if err := offsetRule(c); err != nil {
+			return fmt.Errorf("reset: %w", err)
+		}
+		items = append(items, c)
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	slices.SortFunc(items, func(a, b commitItem) int { return a.Queue - b.Queue }) // same bytes for the same reset
+	_, err := n.apply(&entry{Kind: kindReset, Commits: items})
 	return err
 }
 

@@ -125,3 +125,28 @@ func TestOffsetResetThroughRaftFencesOldCommits(t *testing.T) {
 	require.Equal(t, []int64{8, 9}, got)
 	require.ErrorIs(t, l.ResetOffset("", "t", 0, 1), ErrInvalid)
 }
+
+// ResetOffsets moves several queues in one entry, each with its epoch
+// bumped; one bad offset refuses them all, and nothing moves.
+func TestResetOffsetsMovesEveryQueueOrNone(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.CommitEvery = time.Hour })
+	l := c.leader()
+	require.NoError(t, l.ResetOffset("g", "t", 2, 5))
+	before := l.fsm.committed(offsetKey{"g", "t", 2}).epoch
+
+	require.ErrorIs(t, l.ResetOffsets("g", "t", map[int]int64{0: 1, 1: -1}), ErrInvalid)
+	_, ok := l.Committed("g", "t", 0)
+	require.False(t, ok, "queue 0 moved with queue 1 refused")
+
+	require.NoError(t, l.ResetOffsets("g", "t", map[int]int64{0: 1, 1: 3, 2: 4}))
+	require.NoError(t, l.ResetOffsets("g", "t", nil))
+	for _, n := range c.live() {
+		require.Eventually(t, func() bool {
+			a, _ := n.Committed("g", "t", 0)
+			b, _ := n.Committed("g", "t", 1)
+			d, _ := n.Committed("g", "t", 2)
+			return a == 1 && b == 3 && d == 4
+		}, 10*time.Second, 5*time.Millisecond)
+	}
+	require.Equal(t, before+1, l.fsm.committed(offsetKey{"g", "t", 2}).epoch)
+}

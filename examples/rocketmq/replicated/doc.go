@@ -33,8 +33,16 @@
 //
 // An admin offset reset (INVOKE_BROKER_TO_RESET_OFFSET) goes through raft
 // on the leader too (a follower forwards it like a send: served there, it
-// would move that node's offset manager only), and so does
-// CONSUMER_SEND_MSG_BACK (forwarded the same way): the leader applies the library's rules
+// would move that node's offset manager only): every queue's new offset
+// in one entry, and the leader moves its own offsets (its connections'
+// epochs) and answers SUCCESS only once raft committed it; a reset raft
+// refuses (not the leader any more, a timeout, shutdown, a refused entry)
+// is answered SYSTEM_ERROR naming the cause and moves nothing (one raft
+// did not confirm in time may still be applied by a later leader, as a
+// send may). An
+// UPDATE_CONSUMER_OFFSET is recorded through raft before the node's own
+// offset moves, the same way. CONSUMER_SEND_MSG_BACK goes through raft
+// on the leader too (forwarded the same way): the leader applies the library's rules
 // (brokercore.PlanSendBack, replica.Node.SendBack), the retry waits in the
 // replicated scheduler and lands on %RETRY%group, and past the consumer's
 // max reconsume times the message goes to %DLQ%group.
@@ -161,7 +169,11 @@
 // says which leads). GET /admin/offsets answers the replicated committed
 // offsets as the node applied them (without epochs, which are every
 // node's own). POST /admin/reset goes through raft on the leader, as
-// INVOKE_BROKER_TO_RESET_OFFSET does, and answers once the leader holds
-// the new offsets; a follower refuses it with 503 naming the leader (send
-// it there, or use mqadmin resetOffsetByTime, which any node forwards).
+// INVOKE_BROKER_TO_RESET_OFFSET does, and answers once raft committed the
+// new offsets (503 with Retry-After and the cause when it did not: nothing
+// moved). A follower checks the caller's credentials, forwards the reset
+// to the leader as that remoting request (signed with the caller's
+// credentials under the forwarding mark, so the leader checks it against
+// its rules as an admin request) and answers the leader's result; while
+// it knows no leader it answers 503 with Retry-After.
 package replicated

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brokercore/brokercore/acl"
+	"github.com/brokercore/brokercore/examples/cluster/replica"
+	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
 )
 
@@ -26,14 +28,28 @@ import (
 //   - GET /admin/offsets answers the replicated committed offsets, as this
 //     node applied them (no epoch: epochs are every node's own).
 //   - POST /admin/reset goes through raft on the leader, as
-//     INVOKE_BROKER_TO_RESET_OFFSET does (it answers once this node holds
-//     the replicated offset), and a follower refuses it with 503 Service
-//     Unavailable naming the leader: reset there, or with mqadmin
-//     resetOffsetByTime, which any node forwards to the leader. (Served on
-//     a follower, it would move that node's offset manager only.)
+//     INVOKE_BROKER_TO_RESET_OFFSET does: it answers once raft committed
+//     the new offsets of every queue asked (one entry: all or none), and
+//     a reset raft refuses is answered 503 with Retry-After and the cause,
+//     and moves nothing (one raft did not confirm, a timeout, may still be
+//     applied by a later leader, as a send may). A follower checks the caller's credentials
+//     itself, then forwards the reset to the leader as the remoting
+//     resets are forwarded (forward.go: as INVOKE_BROKER_TO_RESET_OFFSET,
+//     signed with the caller's credentials and marked by the cluster
+//     secret, acl.go; a time goes to the millisecond) and answers the
+//     leader's result; while it knows no leader it answers 503 with
+//     Retry-After and the reason. (Served on a follower, a reset would
+//     move that node's offset manager only.)
 
-// errResetNotLeader is a follower's refusal of POST /admin/reset.
-var errResetNotLeader = errors.New("replicated: offset resets go through raft on the leader")
+// errResetNotCommitted is a reset raft did not commit (503).
+var errResetNotCommitted = errors.New("replicated: offset reset not committed")
+
+// errNoLeader is a follower's answer to a reset while it knows no leader.
+var errNoLeader = errors.New("replicated: no leader is known now")
+
+// resetRetryAfter is the Retry-After of a reset answered 503: about an
+// election.
+const resetRetryAfter = "1"
 
 func (s *Server) startHTTP(ln net.Listener) {
 	auth := server.HTTPAuth{ACL: s.cfg.ACL, PublicMetrics: s.cfg.PublicMetrics, Log: s.log.With("listener", "http")}
@@ -61,51 +77,62 @@ type resetQueue struct {
 	Offset int64 `json:"offset"`
 }
 
-// handleReset resets the offsets through raft on the leader (see above).
+// handleReset resets the offsets through raft on the leader, and
+// forwards the reset to it on a follower (see above).
 func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	rr, herr := server.ParseReset(r, s.topics.Queues)
-	if herr != nil {
-		herr.Write(w)
-		return
-	}
-	if !s.node.IsLeader() {
-		id, addr := s.node.Leader()
-		leader := "no leader is known now"
-		if id != "" {
-			leader = fmt.Sprintf("the leader is %s, broker %s", id, addr)
-		}
-		(&server.HTTPError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("%v: this node (%s) does not lead; %s. "+
-			"Reset on the leader's /admin/reset, or with mqadmin resetOffsetByTime (any node forwards it to the leader)",
-			errResetNotLeader, s.cfg.ID, leader)}).Write(w)
-		return
-	}
-	offs, st := s.core.offsets, s.node.Store()
-	out := make([]resetQueue, 0, len(rr.Queues))
-	for _, q := range rr.Queues {
-		target := rr.Offset
-		if target >= 0 {
-			target = min(target, st.MaxOffset(rr.Topic, q))
-		} else {
-			target = st.OffsetAt(rr.Topic, q, rr.Time) // -1 (none) is refused by Reset
-		}
-		// The node's offset manager (its epochs), whose OnReset proposes the
-		// offset through raft (replicated.go), as INVOKE_BROKER_TO_RESET_OFFSET
-		// does. OnReset only logs a failure: the replicated offset is checked
-		// and, unless it is the target, proposed again here.
-		if _, err := offs.Reset(rr.Group, rr.Topic, q, target); err != nil {
-			(&server.HTTPError{Status: http.StatusBadRequest, Msg: err.Error()}).Write(w)
+	if herr == nil && s.node.IsLeader() {
+		var out []resetQueue
+		if out, herr = s.resetHere(rr); herr == nil {
+			writeResetAnswer(w, rr, out)
 			return
 		}
-		if got, ok := s.node.Committed(rr.Group, rr.Topic, q); !ok || got != target {
-			if err := s.node.ResetOffset(rr.Group, rr.Topic, q, target); err != nil {
-				(&server.HTTPError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("%v: queue %d's reset to %d was not committed: %v; try again",
-					errResetNotLeader, q, target, err)}).Write(w)
-				return
-			}
-		}
-		s.log.Info("offset reset", "group", rr.Group, "topic", rr.Topic, "queue", q, "offset", target)
-		out = append(out, resetQueue{Queue: q, Offset: target})
+	} else if herr == nil {
+		herr = s.forwardReset(w, r, rr)
 	}
+	if herr != nil {
+		if herr.Status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", resetRetryAfter)
+		}
+		herr.Write(w)
+	}
+}
+
+// resetHere is a reset on the leader: through raft (writer.ResetOffsets,
+// every queue in one entry), then the node's own offset manager (its
+// connections' epochs), as INVOKE_BROKER_TO_RESET_OFFSET.
+func (s *Server) resetHere(rr server.ResetRequest) ([]resetQueue, *server.HTTPError) {
+	st := s.node.Store()
+	targets := make(map[int]int64, len(rr.Queues))
+	for _, q := range rr.Queues {
+		if rr.Offset >= 0 {
+			targets[q] = min(rr.Offset, st.MaxOffset(rr.Topic, q))
+		} else {
+			targets[q] = st.OffsetAt(rr.Topic, q, rr.Time)
+		}
+	}
+	if err := (writer{s.node}).ResetOffsets(rr.Group, rr.Topic, targets); err != nil {
+		s.log.Warn("offset reset not committed", "group", rr.Group, "topic", rr.Topic, "queues", len(targets), "err", err)
+		if errors.Is(err, replica.ErrNotCommitted) {
+			return nil, &server.HTTPError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("%v: %v; a later leader may still apply it, check /admin/offsets or try again", errResetNotCommitted, err)}
+		}
+		if errors.Is(err, broker.ErrNotWritable) {
+			return nil, &server.HTTPError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("%v: %v; nothing moved, try again", errResetNotCommitted, err)}
+		}
+		return nil, &server.HTTPError{Status: http.StatusBadRequest, Msg: err.Error()}
+	}
+	out := make([]resetQueue, 0, len(rr.Queues))
+	for _, q := range rr.Queues {
+		if _, err := s.core.offsets.Reset(rr.Group, rr.Topic, q, targets[q]); err != nil {
+			return nil, &server.HTTPError{Status: http.StatusInternalServerError, Msg: fmt.Sprintf("queue %d: committed through raft, the node's own offset: %v", q, err)}
+		}
+		s.log.Info("offset reset", "group", rr.Group, "topic", rr.Topic, "queue", q, "offset", targets[q])
+		out = append(out, resetQueue{Queue: q, Offset: targets[q]})
+	}
+	return out, nil
+}
+
+func writeResetAnswer(w http.ResponseWriter, rr server.ResetRequest, out []resetQueue) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"group": rr.Group, "topic": rr.Topic, "queues": out})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 	"github.com/brokercore/brokercore/store"
 	"github.com/stretchr/testify/require"
 )
@@ -28,10 +29,10 @@ func httpDo(t *testing.T, method, url string) (int, string) {
 }
 
 // The admin endpoint's offset reset goes through raft on the leader and
-// moves every node's committed offset; a follower refuses it (503, naming
-// the leader and mqadmin's resetOffsetByTime) and nothing moves. Every
-// node answers /admin/offsets from its replica, and its own /metrics.
-func TestHTTPAdminResetGoesThroughRaftAndAFollowerRefusesIt(t *testing.T) {
+// moves every node's committed offset; a follower forwards it to the
+// leader and answers the leader's result. Every node answers
+// /admin/offsets from its replica, and its own /metrics.
+func TestHTTPAdminResetThroughAFollowerIsForwardedToTheLeader(t *testing.T) {
 	c := startCluster(t, 3, withHTTP)
 	l := c.leader(30 * time.Second)
 	f := c.nodes[(l+1)%3]
@@ -61,14 +62,19 @@ func TestHTTPAdminResetGoesThroughRaftAndAFollowerRefusesIt(t *testing.T) {
 		return httpDo(t, http.MethodPost, "http://"+s.HTTPAddr()+"/admin/reset?group=g&topic=orders&queue=0&"+q)
 	}
 
-	code, body := reset(f, "offset=2")
-	require.Equal(t, http.StatusServiceUnavailable, code, body)
-	require.Contains(t, body, "does not lead")
-	require.Contains(t, body, leader.BrokerAddr())
-	require.Contains(t, body, "resetOffsetByTime")
-	committedEverywhere(5)
+	code, body := reset(f, "offset=3")
+	require.Equal(t, http.StatusOK, code, body)
+	require.JSONEq(t, `{"group":"g","topic":"orders","queues":[{"queue":0,"offset":3}]}`, body)
+	committedEverywhere(3)
 	_, fromFollower := f.core.offsets.Committed("g", "orders", 0)
 	require.False(t, fromFollower, "the follower's own offset manager moved")
+	off, ok := leader.core.offsets.Committed("g", "orders", 0)
+	require.True(t, ok)
+	require.Equal(t, int64(3), off, "the leader's own offsets (its connections' epochs)")
+	code, body = httpDo(t, http.MethodPost, "http://"+f.HTTPAddr()+"/admin/reset?group=g&topic=orders&timestamp=0")
+	require.Equal(t, http.StatusOK, code, body)
+	require.JSONEq(t, `{"group":"g","topic":"orders","queues":[{"queue":0,"offset":0},{"queue":1,"offset":0},{"queue":2,"offset":0},{"queue":3,"offset":0}]}`, body)
+	committedEverywhere(0)
 
 	code, body = reset(leader, "offset=2")
 	require.Equal(t, http.StatusOK, code, body)
@@ -91,7 +97,8 @@ func TestHTTPAdminResetGoesThroughRaftAndAFollowerRefusesIt(t *testing.T) {
 		require.NotNil(t, rows[0].Committed)
 		require.Equal(t, int64(0), *rows[0].Committed)
 		require.Equal(t, int64(5), rows[0].Max)
-		require.Nil(t, rows[1].Committed)
+		require.NotNil(t, rows[1].Committed, "the reset of every queue, through the follower")
+		require.Equal(t, int64(0), *rows[1].Committed)
 
 		_, body = httpDo(t, http.MethodGet, "http://"+s.HTTPAddr()+"/metrics")
 		leads := 0
@@ -120,4 +127,95 @@ func TestHTTPAdminNeedsCredentialsWithACL(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// A follower that knows no leader answers a reset 503 with Retry-After and
+// the reason, and nothing moves; so does a leader whose raft refuses the
+// reset (a reset is never answered 200 unless raft committed it).
+func TestHTTPAdminResetWithoutALeaderIsRetryLater(t *testing.T) {
+	c, l := resetFixture(t, withHTTP)
+	n := c.nodes[l]
+	for i := range c.nodes {
+		if i != l {
+			c.stop(i)
+		}
+	}
+	require.Eventually(t, func() bool {
+		id, _ := n.Node().Leader()
+		return !n.Node().IsLeader() && id == ""
+	}, 30*time.Second, 10*time.Millisecond, "the node alone steps down")
+	resp, err := http.Post("http://"+n.HTTPAddr()+"/admin/reset?group=g&topic=orders&queue=0&offset=2", "", nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(b))
+	require.Equal(t, resetRetryAfter, resp.Header.Get("Retry-After"))
+	require.Contains(t, string(b), "knows no leader")
+	off, _ := n.Node().Committed("g", "orders", 0)
+	require.Equal(t, int64(5), off)
+	_, local := n.core.offsets.Committed("g", "orders", 0)
+	require.False(t, local)
+}
+
+// With ACL on, a follower checks the caller's Basic credentials itself
+// (401, 403 there) and forwards the reset signed with them: the leader
+// checks it as the INVOKE_BROKER_TO_RESET_OFFSET it is, against its rules
+// (an admin request: a user with Update on the group and topic only is
+// refused there, 403), and only then resets.
+func TestHTTPAdminResetThroughAFollowerIsCheckedOnBothWithACL(t *testing.T) {
+	doc := `{"users":[{"accessKey":"admin","secretKey":"adm1n-secret","superUser":true},
+	    {"accessKey":"app","secretKey":"app-secret"},{"accessKey":"ops","secretKey":"ops-secret"}],
+	  "rules":[{"user":"app","resources":["Topic:orders","Group:*"],"actions":["Pub","Sub"],"decision":"Allow"},
+	    {"user":"ops","resources":["Topic:orders","Group:g"],"actions":["Update"],"decision":"Allow"}]}`
+	c, l := resetFixture(t, withACLDoc(t, doc), withHTTP)
+	f := c.nodes[(l+1)%3]
+	reset := func(user, secret string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+f.HTTPAddr()+"/admin/reset?group=g&topic=orders&queue=0&offset=1", nil)
+		require.NoError(t, err)
+		if user != "" {
+			req.SetBasicAuth(user, secret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	stays := func() {
+		t.Helper()
+		off, _ := c.nodes[l].Node().Committed("g", "orders", 0)
+		require.Equal(t, int64(5), off)
+	}
+	code, body := reset("", "")
+	require.Equal(t, http.StatusUnauthorized, code, body)
+	code, body = reset("admin", "wrong")
+	require.Equal(t, http.StatusUnauthorized, code, body)
+	code, body = reset("app", "app-secret")
+	require.Equal(t, http.StatusForbidden, code, body)
+	stays()
+	code, body = reset("ops", "ops-secret")
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Contains(t, body, "answered code 16", "refused by the leader's rules")
+	stays()
+
+	code, body = reset("admin", "adm1n-secret")
+	require.Equal(t, http.StatusOK, code, body)
+	require.JSONEq(t, `{"group":"g","topic":"orders","queues":[{"queue":0,"offset":1}]}`, body)
+	for i, s := range c.nodes {
+		require.Eventually(t, func() bool {
+			off, _ := s.Node().Committed("g", "orders", 0)
+			return off == 1
+		}, 10*time.Second, 10*time.Millisecond, "node %d", i)
+	}
+}
+
+// parseResetBody reads what the leader answers (meta.ResetOffsetBody).
+func TestParseResetBodyReadsTheLeadersAnswer(t *testing.T) {
+	out, err := parseResetBody(meta.ResetOffsetBody("broker-a", "orders", map[int]int64{2: 7, 0: 0, 10: 123456789}))
+	require.NoError(t, err)
+	require.Equal(t, []resetQueue{{0, 0}, {2, 7}, {10, 123456789}}, out)
+	_, err = parseResetBody([]byte(`{"offsetTable":{}}`))
+	require.Error(t, err)
 }

@@ -465,14 +465,10 @@ func newCore(n *replica.Node, cfg Config) (*core, error) {
 	c.arrivals = brokercore.NewArrivals(c.st)
 	c.unsub = c.st.Subscribe(c.arrivals.Notify)
 	var err error
-	// A reset of the local offsets (the admin's INVOKE_BROKER_TO_RESET_OFFSET)
-	// goes through raft as well, or the replicated committed offset, which
-	// offset queries answer, would not move.
-	log := cfg.Logger.With("node", cfg.ID)
-	if c.offsets, err = offset.Open(offset.Options{Logger: cfg.Logger, OnReset: func(group, topic string, queueID int, off int64, _ uint64) {
-		if err := n.ResetOffset(group, topic, queueID, off); err != nil {
-			log.Warn("offset reset not replicated", "group", group, "topic", topic, "queue", queueID, "offset", off, "err", err)
-		}
+	// A reset (the admin's INVOKE_BROKER_TO_RESET_OFFSET, POST /admin/reset)
+	// is proposed through raft first (writer.ResetOffsets) and moves these
+	// local offsets, the connections' epochs, only once raft committed it.
+	if c.offsets, err = offset.Open(offset.Options{Logger: cfg.Logger, OnReset: func(_, topic string, queueID int, _ int64, _ uint64) {
 		c.arrivals.Wake(topic, queueID)
 	}}); err != nil {
 		c.unsub()
@@ -522,7 +518,10 @@ func (c *core) close() error {
 // writer is the broker's Writer on a replica.
 type writer struct{ n *replica.Node }
 
-var _ broker.SendBackWriter = writer{}
+var (
+	_ broker.SendBackWriter    = writer{}
+	_ broker.OffsetResetWriter = writer{}
+)
 
 func (w writer) Append(msgs []*store.Message) error {
 	out, err := w.n.Produce(msgs...)
@@ -559,6 +558,13 @@ func (w writer) CommitOffset(group, topic string, queueID int, off int64) error 
 		return nil
 	}
 	return writeErr(w.n.ResetOffset(group, topic, queueID, off))
+}
+
+// ResetOffsets moves the committed offsets of a reset through raft, in
+// one entry (broker.OffsetResetWriter): the broker moves its own offsets
+// only once it is committed.
+func (w writer) ResetOffsets(group, topic string, offsets map[int]int64) error {
+	return writeErr(w.n.ResetOffsets(group, topic, offsets))
 }
 
 func (w writer) Committed(group, topic string, queueID int) (int64, bool) {

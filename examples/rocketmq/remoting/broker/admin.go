@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -289,24 +291,58 @@ func (b *Broker) consumerConnections(req *wire.Command) *wire.Command {
 	return b.ok(req, mustJSON(out))
 }
 
+// resetOffset serves INVOKE_BROKER_TO_RESET_OFFSET: every queue asked
+// (queueId, or -1 for all) goes to offset, or to the first message stored
+// at or after timestamp. An OffsetResetWriter records the whole reset
+// first; nothing moves unless it did.
 func (b *Broker) resetOffset(req *wire.Command) *wire.Command {
 	group, topic := req.ExtFields["group"], req.ExtFields["topic"]
+	targets, refused := b.resetTargets(req)
+	if refused != nil {
+		return refused
+	}
+	if w, ok := b.opts.Writer.(OffsetResetWriter); ok {
+		if err := w.ResetOffsets(group, topic, targets); err != nil {
+			b.log.Warn("offset reset by admin not recorded", "group", group, "topic", topic, "queues", len(targets), "err", err)
+			return wire.NewResponse(req, wire.SystemError, fmt.Sprintf("reset offset of group %s topic %s failed: %v", group, topic, err))
+		}
+	}
+	offs := b.core.Offsets()
+	for _, q := range slices.Sorted(maps.Keys(targets)) {
+		if _, err := offs.Reset(group, topic, q, targets[q]); err != nil {
+			return refusal(req, err)
+		}
+	}
+	b.log.Info("offset reset by admin", "group", group, "topic", topic, "timestamp", req.ExtFields["timestamp"], "queues", len(targets))
+	return b.ok(req, meta.ResetOffsetBody(b.opts.BrokerName, topic, targets))
+}
+
+// resetTargets checks a reset and answers the offset each queue goes to,
+// or the refusal of bad input.
+func (b *Broker) resetTargets(req *wire.Command) (map[int]int64, *wire.Command) {
+	group, topic := req.ExtFields["group"], req.ExtFields["topic"]
 	if err := brokercore.CheckGroupName(group); err != nil {
-		return refusal(req, err)
+		return nil, refusal(req, err)
 	}
 	n, ok := b.topics.Queues(topic)
 	if !ok {
-		return wire.NewResponse(req, wire.TopicNotExist, "topic["+topic+"] not exist")
+		return nil, wire.NewResponse(req, wire.TopicNotExist, "topic["+topic+"] not exist")
 	}
 	ms, err := strconv.ParseInt(req.ExtFields["timestamp"], 10, 64)
 	if err != nil || ms < 0 {
-		return wire.NewResponse(req, codeInvalidParameter, "timestamp "+strconv.Quote(req.ExtFields["timestamp"])+" is not Unix milliseconds")
+		return nil, wire.NewResponse(req, codeInvalidParameter, "timestamp "+strconv.Quote(req.ExtFields["timestamp"])+" is not Unix milliseconds")
+	}
+	explicit := int64(-1)
+	if o, ok := req.ExtFields["offset"]; ok && o != "" && o != "-1" {
+		if explicit, err = strconv.ParseInt(o, 10, 64); err != nil || explicit < 0 {
+			return nil, wire.NewResponse(req, codeInvalidParameter, "offset "+strconv.Quote(o)+" is not an offset")
+		}
 	}
 	queues := make([]int, 0, n)
 	if qs := req.ExtFields["queueId"]; qs != "" && qs != "-1" {
 		q, err := strconv.Atoi(qs)
 		if err != nil || q < 0 || q >= n {
-			return wire.NewResponse(req, codeInvalidParameter, "queueId "+strconv.Quote(qs)+" is not a queue of "+topic)
+			return nil, wire.NewResponse(req, codeInvalidParameter, "queueId "+strconv.Quote(qs)+" is not a queue of "+topic)
 		}
 		queues = append(queues, q)
 	} else {
@@ -314,27 +350,15 @@ func (b *Broker) resetOffset(req *wire.Command) *wire.Command {
 			queues = append(queues, q)
 		}
 	}
-	offs := b.core.Offsets()
-	result := map[int]int64{}
+	targets := make(map[int]int64, len(queues))
 	for _, q := range queues {
-		var err error
-		if o, ok := req.ExtFields["offset"]; ok && o != "" && o != "-1" {
-			target, perr := strconv.ParseInt(o, 10, 64)
-			if perr != nil || target < 0 {
-				return wire.NewResponse(req, codeInvalidParameter, "offset "+strconv.Quote(o)+" is not an offset")
-			}
-			target = min(target, b.st.MaxOffset(topic, q))
-			_, err = offs.Reset(group, topic, q, target)
+		if explicit >= 0 {
+			targets[q] = min(explicit, b.st.MaxOffset(topic, q))
 		} else {
-			_, err = offs.ResetToTime(group, topic, q, time.UnixMilli(ms), b.st)
+			targets[q] = b.st.OffsetAt(topic, q, time.UnixMilli(ms))
 		}
-		if err != nil {
-			return refusal(req, err)
-		}
-		result[q], _ = offs.Committed(group, topic, q)
 	}
-	b.log.Info("offset reset by admin", "group", group, "topic", topic, "timestamp", ms, "queues", len(queues))
-	return b.ok(req, meta.ResetOffsetBody(b.opts.BrokerName, topic, result))
+	return targets, nil
 }
 
 func (b *Broker) viewMessage(req *wire.Command) *wire.Command {

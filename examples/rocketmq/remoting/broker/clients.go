@@ -188,9 +188,15 @@ func (b *Broker) commit(c *transport.Conn, group, topic string, queue int, off i
 		return errors.New("commit offset " + i64(off) + " beyond the queue's max offset " + i64(max))
 	}
 	e := b.viewEpoch(c, okey{group, topic, queue})
-	err := b.core.Offsets().CommitFenced(group, topic, queue, off, e)
-	if w := b.opts.Writer; w != nil && err == nil {
+	offs := b.core.Offsets()
+	var err error
+	if w := b.opts.Writer; w != nil && offs.Epoch(group, topic, queue) == e {
+		// Recorded by the Writer first: a commit it refuses moves nothing
+		// here either (a stale one is refused below, by the fence).
 		err = w.CommitOffset(group, topic, queue, off)
+	}
+	if err == nil {
+		err = offs.CommitFenced(group, topic, queue, off, e)
 	}
 	switch {
 	case err == nil:

@@ -41,6 +41,19 @@ type SendBackWriter interface {
 	SendBack(m *store.Message, group string, delayLevel, maxReconsume int) (*store.Message, error)
 }
 
+// OffsetResetWriter is a Writer that takes the admin's offset resets over
+// (INVOKE_BROKER_TO_RESET_OFFSET): ResetOffsets records the new offsets of
+// a group's queues of a topic, every one or (an error) none, before the
+// broker moves its own offset manager (the epochs its connections are
+// fenced by). A reset it refuses is answered SYSTEM_ERROR naming the
+// cause, as Apache answers a reset it did not make, and moves nothing
+// here. With a Writer that is not one, a reset moves the core's offset
+// manager only.
+type OffsetResetWriter interface {
+	Writer
+	ResetOffsets(group, topic string, offsets map[int]int64) error
+}
+
 // ErrNotWritable is wrapped by a Writer's error when this broker cannot
 // write now (a replica that does not lead): the send is answered
 // SERVICE_NOT_AVAILABLE, which the official clients retry (and which
