@@ -249,6 +249,7 @@ func benchACLRaw(b *testing.B, flush string, on bool) {
 	const conns, window = 4, 128
 	var next atomic.Int64
 	var failed atomic.Int64
+	st0 := br.Server.Core().Store().Stats()
 	b.ResetTimer()
 	cpu0 := cpuclock.Self()
 	start := time.Now()
@@ -320,4 +321,17 @@ func benchACLRaw(b *testing.B, flush string, on bool) {
 	}
 	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/msg")
+	reportBatching(b, st0, br.Server.Core().Store().Stats())
+}
+
+// reportBatching reports how the sends reached the store between two of its
+// Stats: messages per Append call (the read loop's batches) and records per
+// fsync (group commits).
+func reportBatching(b *testing.B, st0, st1 store.Stats) {
+	if n := st1.Appends - st0.Appends; n > 0 {
+		b.ReportMetric(float64(st1.Messages-st0.Messages)/float64(n), "msgs/append")
+	}
+	if n := st1.Syncs - st0.Syncs; n > 0 {
+		b.ReportMetric(float64(st1.SyncedRecords-st0.SyncedRecords)/float64(n), "records/sync")
+	}
 }
