@@ -131,6 +131,35 @@ func TestAuthenticateRemoting(t *testing.T) {
 	assert.Equal(t, uint64(6), s.AuthFailures)
 }
 
+func TestAuthenticateRemotingRefusesARotatedSecretAtOnce(t *testing.T) {
+	// The keyed HMAC states pooled per user must go with the secret they
+	// were keyed with: after a reload (or an edit) rotates it, the old
+	// secret's signatures are refused from the next request on.
+	a := mustNew(t, authDoc, Options{})
+	body := []byte("hello")
+	fields := map[string]string{"topic": "orders", "queueId": "1"}
+	old := clientV2Sign("app", "s3cret", fields, body)
+	for range 8 { // warm the pool with states keyed by the old secret
+		_, err := a.AuthenticateRemoting(old, body)
+		require.NoError(t, err)
+	}
+	require.NoError(t, a.Reload(mustParse(t, `{"users":[{"accessKey":"app","secretKey":"rotated"}]}`)))
+	_, err := a.AuthenticateRemoting(old, body)
+	require.ErrorIs(t, err, ErrBadSignature, "the old secret, right after the reload")
+	_, err = a.AuthenticateRemoting(clientV2Sign("app", "rotated", fields, body), body)
+	require.NoError(t, err)
+
+	require.NoError(t, a.Edit(func(c *Config) error {
+		c.Users[0].SecretKey = "edited"
+		return nil
+	}, nil))
+	_, err = a.AuthenticateRemoting(clientV2Sign("app", "rotated", fields, body), body)
+	require.ErrorIs(t, err, ErrBadSignature, "the secret an edit replaced")
+	_, err = a.AuthenticateRemoting(clientV2Sign("app", "edited", fields, body), body)
+	require.NoError(t, err)
+	assert.Equal(t, "edited", a.Config().Users[0].SecretKey)
+}
+
 func TestAuthenticateSecret(t *testing.T) {
 	a := mustNew(t, authDoc, Options{})
 	user, err := a.AuthenticateSecret("app", "s3cret")
