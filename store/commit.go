@@ -48,7 +48,13 @@ func (s *Store) commitLoop() {
 		case <-s.stop:
 			stopping = true
 		}
-		_ = s.fsyncLog() // at Close: everything appended so far
+		if stopping || s.opts.Sync != SyncGroup {
+			// At Close: everything appended so far; under SyncInterval, its
+			// period. Under SyncGroup the appenders' leader fsyncs every
+			// record, and an fsync here would only cut one of its rounds
+			// short.
+			_ = s.fsyncLog()
+		}
 		s.mu.RLock()
 		due := s.ckptDue && s.failErr == nil
 		s.mu.RUnlock()
