@@ -39,6 +39,8 @@ type Node struct {
 	id    identity
 
 	observer *raft.Observer // peers' loss and return (peers.go)
+	lostMu   sync.Mutex
+	lost     map[raft.ServerID]time.Time // peers the leader lost, and since when (peers.go)
 	batch    batcher
 
 	notify  chan bool

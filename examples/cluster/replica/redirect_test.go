@@ -98,7 +98,7 @@ func TestFollowersKnowTheLeadersHTTPAddressFromTheStart(t *testing.T) {
 }
 
 // The leader logs a peer it cannot reach (WARN) and its return (INFO),
-// both with the key "peer".
+// both with the key "peer", and Reachable follows them.
 func TestLeaderLogsPeersLossAndReturn(t *testing.T) {
 	var buf testkit.LogBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -111,13 +111,19 @@ func TestLeaderLogsPeersLossAndReturn(t *testing.T) {
 			break
 		}
 	}
+	require.True(t, l.Reachable(f), "a follower in contact")
+	require.True(t, l.Reachable(l.ID()))
+	require.True(t, c.node(f).Reachable(f), "a node vouches for itself")
+	require.False(t, c.node(f).Reachable(l.ID()), "a follower vouches for nobody else")
 	c.isolate(f)
 	require.Eventually(t, func() bool {
 		return strings.Contains(buf.String(), fmt.Sprintf(`level=WARN msg="cluster: peer unreachable" node=%s peer=%s`, l.ID(), f))
 	}, 10*time.Second, 5*time.Millisecond, "%s", &buf)
+	require.False(t, l.Reachable(f), "the leader lost it")
 	c.heal(f)
 	require.Eventually(t, func() bool {
 		return strings.Contains(buf.String(), fmt.Sprintf(`level=INFO msg="cluster: peer reachable again" node=%s peer=%s`, l.ID(), f))
 	}, 10*time.Second, 5*time.Millisecond, "%s", &buf)
+	require.True(t, l.Reachable(f), "back in contact")
 	require.Equal(t, 1, strings.Count(buf.String(), fmt.Sprintf(`msg="cluster: peer unreachable" node=%s peer=%s`, l.ID(), f)), "logged once per loss, not per failed heartbeat")
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -199,18 +200,68 @@ func TestFollowerForwardsSendsToTheLeader(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wire.ServiceNotAvailable, resp.Code, resp.Remark)
 
-	resp, err = call(f.NameSrvAddr(), &wire.Command{Code: wire.CodeGetRouteInfoByTopic, Language: "GO", Version: 317,
-		ExtFields: map[string]string{"topic": "orders"}})
-	require.NoError(t, err)
-	require.Equal(t, wire.Success, resp.Code, resp.Remark)
-	route := string(resp.Body)
-	require.Contains(t, route, `"brokerName":"broker-a","brokerAddrs":{"0":"`+c.nodes[l].BrokerAddr()+`"}`)
+	leaderRoute := routeOf(t, c.nodes[l], "orders")
+	require.Contains(t, leaderRoute, `"brokerName":"broker-a","brokerAddrs":{"0":"`+c.nodes[l].BrokerAddr()+`"}`)
 	for i, s := range c.nodes {
 		if i != l {
-			require.Contains(t, route, `"brokerName":"broker-a-`+s.Node().ID()+`","brokerAddrs":{"0":"`+s.BrokerAddr()+`"}`)
+			require.Contains(t, leaderRoute, writeOnly(s), "the leader lists every follower in contact")
 		}
 	}
-	require.NotContains(t, route, `broker-a-`+c.nodes[l].Node().ID(), "the leader is not listed twice")
+	require.NotContains(t, leaderRoute, `broker-a-`+c.nodes[l].Node().ID(), "the leader is not listed twice")
+	route := routeOf(t, f, "orders")
+	require.Contains(t, route, `"brokerName":"broker-a","brokerAddrs":{"0":"`+c.nodes[l].BrokerAddr()+`"}`)
+	require.Contains(t, route, writeOnly(f), "a follower lists itself")
+	require.Equal(t, 1, strings.Count(route, `"cluster":"DefaultCluster","brokerName":"broker-a-`), "and no other follower, which it cannot vouch for: %s", route)
+}
+
+// routeOf is the remoting route of topic from s's name server.
+func routeOf(t *testing.T, s *Server, topic string) string {
+	t.Helper()
+	resp, err := call(s.NameSrvAddr(), &wire.Command{Code: wire.CodeGetRouteInfoByTopic, Language: "GO", Version: 317,
+		ExtFields: map[string]string{"topic": topic}})
+	require.NoError(t, err)
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	return string(resp.Body)
+}
+
+// writeOnly is s's write-only broker entry in a route.
+func writeOnly(s *Server) string {
+	return `"brokerName":"broker-a-` + s.Node().ID() + `","brokerAddrs":{"0":"` + s.BrokerAddr() + `"}`
+}
+
+// A stopped node leaves every route once the leader has lost it (the
+// followers never vouch for it): a v2 consumer asks a broker picked at
+// random from the route for its group's consumer list, and one that picked
+// a dead node did not rebalance (TestV2DeletesInReplicatedMode then waited
+// for its messages in vain). Topics an admin configured are routed the
+// same way.
+func TestRoutesLeaveOutAStoppedNode(t *testing.T) {
+	c := startCluster(t, 3)
+	l := c.leader(30 * time.Second)
+	resp, err := call(c.nodes[l].BrokerAddr(), adminCmd(broker.CodeUpdateAndCreateTopic, map[string]string{"topic": "conf",
+		"readQueueNums": "2", "writeQueueNums": "2", "perm": "6"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	c.eachNode("topic configured", func(s *Server) bool { _, ok := s.TopicConfigs().Get("conf"); return ok })
+	dead := c.nodes[l].BrokerAddr()
+	c.stop(l)
+	l2 := c.leader(30 * time.Second)
+	for i, s := range c.nodes {
+		if i == l {
+			continue
+		}
+		for _, topic := range []string{"orders", "conf"} {
+			require.Eventually(t, func() bool {
+				r := routeOf(t, s, topic)
+				return !strings.Contains(r, dead) && strings.Contains(r, `"brokerName":"broker-a","brokerAddrs":{"0":"`+c.nodes[l2].BrokerAddr()+`"}`)
+			}, 30*time.Second, 10*time.Millisecond, "node %d's route of %s: %s", i, topic, routeOf(t, s, topic))
+		}
+	}
+	for i, s := range c.nodes {
+		if i != l && i != l2 {
+			require.Contains(t, routeOf(t, c.nodes[l2], "orders"), writeOnly(s), "the live follower stays listed")
+		}
+	}
 }
 
 // An admin reset on the leader moves the replicated committed offset, on

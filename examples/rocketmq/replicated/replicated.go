@@ -409,8 +409,12 @@ func (s *Server) routeConfig(topic string) (read, write, perm int, ok bool) {
 func (s *Server) Groups() *meta.Groups       { return s.groups }
 func (s *Server) TopicConfigs() *meta.Topics { return s.topicConfigs }
 
-// followers are the write-only brokers of the routes: every peer with a
-// broker address but the leader, named BrokerName-ID.
+// followers are the write-only brokers of the routes: the peers with a
+// broker address, but the leader, that this node vouches are up
+// (replica.Node.Reachable: itself; on the leader, every follower in
+// contact), named BrokerName-ID. A client picks among a route's brokers
+// for calls such as the consumer list, so a node that died must not stay
+// in the routes: a consumer that picked it did not rebalance.
 func (s *Server) followers() map[string]string {
 	leader := s.node.LeaderAddr()
 	m := map[string]string{}
@@ -419,7 +423,7 @@ func (s *Server) followers() map[string]string {
 		if p.ID == s.cfg.ID {
 			a = s.brAddr
 		}
-		if a != "" && a != leader {
+		if a != "" && a != leader && s.node.Reachable(p.ID) {
 			m[broker.DefaultBrokerName+"-"+p.ID] = a
 		}
 	}

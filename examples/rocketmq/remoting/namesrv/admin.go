@@ -1,8 +1,6 @@
 package namesrv
 
 import (
-	"encoding/json"
-
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/meta"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
@@ -61,17 +59,10 @@ func (ns *NameServer) admin(req *wire.Command) *wire.Command {
 // numbers and permission an admin set (Options.TopicConfig), else n and
 // read-write.
 func (ns *NameServer) routeFor(topic string, n int) []byte {
-	if ns.opts.TopicConfig == nil {
-		return ns.Route(n)
+	if ns.opts.TopicConfig != nil {
+		if read, write, perm, ok := ns.opts.TopicConfig(topic); ok {
+			return ns.route(read, write, perm)
+		}
 	}
-	read, write, perm, ok := ns.opts.TopicConfig(topic)
-	if !ok {
-		return ns.Route(n)
-	}
-	b, _ := json.Marshal(routeData{
-		QueueDatas: []queueData{{BrokerName: ns.opts.BrokerName, ReadQueueNums: read, WriteQueueNums: write, Perm: perm}},
-		BrokerDatas: []brokerData{{Cluster: ns.opts.Cluster, BrokerName: ns.opts.BrokerName,
-			BrokerAddrs: map[string]string{"0": ns.opts.BrokerAddr}}},
-	})
-	return b
+	return ns.Route(n)
 }

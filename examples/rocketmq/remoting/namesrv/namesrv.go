@@ -66,6 +66,13 @@ type routeData struct {
 // Route returns the compact route JSON of a topic with n queues. The client
 // parses brokerAddrs by hand: it must hold no spaces.
 func (ns *NameServer) Route(n int) []byte {
+	return ns.route(n, n, PermRead|PermWrite)
+}
+
+// route is the route of a topic with read and write queue numbers and a
+// permission: the broker (the leader's address when one is known) and the
+// write-only brokers beside it, when the permission lets writes in.
+func (ns *NameServer) route(read, write, perm int) []byte {
 	addr := ns.opts.BrokerAddr
 	if f := ns.opts.LeaderAddr; f != nil {
 		if a := f(); a != "" {
@@ -73,18 +80,17 @@ func (ns *NameServer) Route(n int) []byte {
 		}
 	}
 	rd := routeData{
-		QueueDatas: []queueData{{BrokerName: ns.opts.BrokerName, ReadQueueNums: n, WriteQueueNums: n,
-			Perm: PermRead | PermWrite}},
+		QueueDatas: []queueData{{BrokerName: ns.opts.BrokerName, ReadQueueNums: read, WriteQueueNums: write, Perm: perm}},
 		BrokerDatas: []brokerData{{Cluster: ns.opts.Cluster, BrokerName: ns.opts.BrokerName,
 			BrokerAddrs: map[string]string{"0": addr}}},
 	}
-	if f := ns.opts.WriteOnly; f != nil {
+	if f := ns.opts.WriteOnly; f != nil && perm&PermWrite != 0 {
 		wo := f()
 		for _, name := range slices.Sorted(maps.Keys(wo)) {
 			if name == ns.opts.BrokerName || wo[name] == "" {
 				continue
 			}
-			rd.QueueDatas = append(rd.QueueDatas, queueData{BrokerName: name, ReadQueueNums: n, WriteQueueNums: n, Perm: PermWrite})
+			rd.QueueDatas = append(rd.QueueDatas, queueData{BrokerName: name, ReadQueueNums: read, WriteQueueNums: write, Perm: PermWrite})
 			rd.BrokerDatas = append(rd.BrokerDatas, brokerData{Cluster: ns.opts.Cluster, BrokerName: name,
 				BrokerAddrs: map[string]string{"0": wo[name]}})
 		}

@@ -126,3 +126,35 @@ func TestRouteListsWriteOnlyBrokers(t *testing.T) {
 	require.Contains(t, string(resp.Body), `{"cluster":"DefaultCluster","brokerName":"broker-a-n3","brokerAddrs":{"0":"127.0.0.1:3"}}`)
 	require.NotContains(t, string(resp.Body), "broker-a-n4", "a broker with no address is left out")
 }
+
+// A topic an admin configured is routed like any other: to the leader the
+// name server knows, with the write-only brokers beside it (write
+// permission only where the topic's permission has it), carrying the
+// configured queue numbers. Its route named the name server's own broker,
+// so a replicated cluster's consumer sent its offsets to a follower.
+func TestConfiguredTopicRouteNamesTheLeaderAndWriteOnlyBrokers(t *testing.T) {
+	topics, err := broker.OpenTopics("", 4)
+	require.NoError(t, err)
+	perm := atomic.Int32{}
+	perm.Store(namesrv.PermRead | namesrv.PermWrite)
+	call := serve(t, topics, namesrv.NameServerOptions{BrokerAddr: "127.0.0.1:1",
+		LeaderAddr: func() string { return "127.0.0.1:9" },
+		WriteOnly:  func() map[string]string { return map[string]string{"broker-a-n2": "127.0.0.1:2"} },
+		TopicConfig: func(topic string) (int, int, int, bool) {
+			return 3, 2, int(perm.Load()), topic == "conf"
+		}})
+	resp := call(route("conf"))
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	require.JSONEq(t, `{"orderTopicConf":"","queueDatas":[
+		{"brokerName":"broker-a","readQueueNums":3,"writeQueueNums":2,"perm":6,"topicSysFlag":0},
+		{"brokerName":"broker-a-n2","readQueueNums":3,"writeQueueNums":2,"perm":2,"topicSysFlag":0}],
+		"brokerDatas":[{"cluster":"DefaultCluster","brokerName":"broker-a","brokerAddrs":{"0":"127.0.0.1:9"}},
+		{"cluster":"DefaultCluster","brokerName":"broker-a-n2","brokerAddrs":{"0":"127.0.0.1:2"}}]}`, string(resp.Body))
+	perm.Store(namesrv.PermRead)
+	resp = call(route("conf"))
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	require.JSONEq(t, `{"orderTopicConf":"","queueDatas":[
+		{"brokerName":"broker-a","readQueueNums":3,"writeQueueNums":2,"perm":4,"topicSysFlag":0}],
+		"brokerDatas":[{"cluster":"DefaultCluster","brokerName":"broker-a","brokerAddrs":{"0":"127.0.0.1:9"}}]}`,
+		string(resp.Body), "a read-only topic lists no write-only broker")
+}
