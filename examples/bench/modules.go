@@ -177,31 +177,15 @@ func composeModulesSection(old []byte, ran map[string][]byte) []byte {
 	return sec.Bytes()
 }
 
-// oldSetBlock is set's block in an earlier modules section (nil: none):
-// between its markers, or, in a section written before there were any,
-// its tables and the section's date line, wrapped in them.
+// oldSetBlock is set's block in an earlier modules section, between its
+// markers (nil: none).
 func oldSetBlock(sec []byte, set string) []byte {
 	begin, end := setMarkers(set)
-	if i, j := bytes.Index(sec, []byte(begin)), bytes.Index(sec, []byte(end)); i >= 0 && j > i {
-		return sec[i : j+len(end)]
-	}
-	var tables []string
-	date := ""
-	for _, part := range strings.Split(string(sec), "\n### ")[1:] {
-		if k := strings.Index(part, "\n- date: "); k >= 0 {
-			if line, _, _ := strings.Cut(part[k+1:], "\n"); date == "" {
-				date = line
-			}
-			part = part[:k+1]
-		}
-		if strings.HasPrefix(part, tableSet[set]) {
-			tables = append(tables, "### "+strings.TrimRight(part, "\n")+"\n\n")
-		}
-	}
-	if tables == nil {
+	i, j := bytes.Index(sec, []byte(begin)), bytes.Index(sec, []byte(end))
+	if i < 0 || j < i {
 		return nil
 	}
-	return []byte(begin + "\n" + strings.Join(tables, "") + date + "\n" + end)
+	return sec[i : j+len(end)]
 }
 
 // replaceModulesSection returns doc with its modules section replaced by

@@ -64,34 +64,28 @@ func TestModulesRefusesBadFlagsBeforeBuildingAnything(t *testing.T) {
 }
 
 // TestModulesOnlyKeepsTheOtherSetsTables: rerunning one set (-only acl)
-// replaces that set's tables and keeps the other's, with its date line,
-// from a section with set markers and from one written before them.
+// replaces that set's block and keeps the other's, with its date line.
 func TestModulesOnlyKeepsTheOtherSetsTables(t *testing.T) {
-	legacy := modulesBegin + "\n## The cluster\n\nintro\n\n### Replication: produce\n\n| a |\n\n" +
-		"### Replication: failover\n\n| b |\n\n### Access control: cost\n\n| old acl |\n\n" +
-		"- date: 2026-12-01 10:00 UTC, took 1m\n" + modulesEnd
-	aclBegin, aclEnd := setMarkers("acl")
-	newACL := []byte(aclBegin + "\n### Access control: cost\n\n| new acl |\n\n- date: today\n" + aclEnd)
-	got := string(composeModulesSection([]byte(legacy), map[string][]byte{"acl": newACL}))
 	clBegin, clEnd := setMarkers("cluster")
-	wantCluster := clBegin + "\n### Replication: produce\n\n| a |\n\n### Replication: failover\n\n| b |\n\n" +
-		"- date: 2026-12-01 10:00 UTC, took 1m\n" + clEnd
-	if !strings.Contains(got, wantCluster) {
-		t.Errorf("cluster tables not kept from the legacy section:\n%s", got)
+	aclBegin, aclEnd := setMarkers("acl")
+	cluster := clBegin + "\n### Replication: produce\n\n| a |\n\n- date: earlier\n" + clEnd
+	old := composeModulesSection(nil, map[string][]byte{"cluster": []byte(cluster),
+		"acl": []byte(aclBegin + "\n### Access control: cost\n\n| old acl |\n\n- date: earlier\n" + aclEnd)})
+	newACL := []byte(aclBegin + "\n### Access control: cost\n\n| new acl |\n\n- date: today\n" + aclEnd)
+	got := string(composeModulesSection(old, map[string][]byte{"acl": newACL}))
+	if !strings.Contains(got, cluster) {
+		t.Errorf("cluster block not kept:\n%s", got)
 	}
-	if strings.Contains(got, "old acl") || !strings.Contains(got, "new acl") {
-		t.Errorf("acl tables not replaced:\n%s", got)
+	if strings.Contains(got, "old acl") || !strings.Contains(got, string(newACL)) {
+		t.Errorf("acl block not replaced:\n%s", got)
 	}
 	if strings.Index(got, clBegin) > strings.Index(got, aclBegin) {
 		t.Errorf("sets out of order:\n%s", got)
 	}
-	// Once written with markers, a rerun of the other set keeps this one.
-	newCluster := []byte(clBegin + "\n### Replication: produce\n\n| c |\n\n- date: later\n" + clEnd)
-	again := string(composeModulesSection([]byte(got), map[string][]byte{"cluster": newCluster}))
-	if !strings.Contains(again, string(newACL)) || !strings.Contains(again, "| c |") || strings.Contains(again, "| a |") {
-		t.Errorf("second rerun:\n%s", again)
+	if s := modulesSection([]byte(got)); s == nil {
+		t.Errorf("no section in:\n%s", got)
 	}
-	if s := modulesSection([]byte(again)); s == nil {
-		t.Errorf("no section in:\n%s", again)
+	if b := oldSetBlock([]byte(aclEnd+aclBegin), "acl"); b != nil {
+		t.Errorf("markers out of order are no block: %q", b)
 	}
 }

@@ -98,34 +98,25 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// resetHere is a reset on the leader: through raft (writer.ResetOffsets,
-// every queue in one entry), then the node's own offset manager (its
-// connections' epochs), as INVOKE_BROKER_TO_RESET_OFFSET.
+// resetHere is a reset on the leader, as INVOKE_BROKER_TO_RESET_OFFSET
+// (broker.ResetOffsets): through raft (writer.ResetOffsets, every queue in
+// one entry), then the node's own offset manager (its connections' epochs).
 func (s *Server) resetHere(rr server.ResetRequest) ([]resetQueue, *server.HTTPError) {
-	st := s.node.Store()
-	targets := make(map[int]int64, len(rr.Queues))
-	for _, q := range rr.Queues {
-		if rr.Offset >= 0 {
-			targets[q] = min(rr.Offset, st.MaxOffset(rr.Topic, q))
-		} else {
-			targets[q] = st.OffsetAt(rr.Topic, q, rr.Time)
-		}
-	}
-	if err := (writer{s.node}).ResetOffsets(rr.Group, rr.Topic, targets); err != nil {
-		s.log.Warn("offset reset not committed", "group", rr.Group, "topic", rr.Topic, "queues", len(targets), "err", err)
-		if errors.Is(err, replica.ErrNotCommitted) {
+	targets, err := s.broker.ResetOffsets(rr.Group, rr.Topic, rr.Queues, rr.Offset, rr.Time)
+	if err != nil {
+		s.log.Warn("offset reset not committed", "group", rr.Group, "topic", rr.Topic, "queues", len(rr.Queues), "err", err)
+		switch {
+		case errors.Is(err, replica.ErrNotCommitted):
 			return nil, &server.HTTPError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("%v: %v; a later leader may still apply it, check /admin/offsets or try again", errResetNotCommitted, err)}
-		}
-		if errors.Is(err, broker.ErrNotWritable) {
+		case errors.Is(err, broker.ErrNotWritable):
 			return nil, &server.HTTPError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("%v: %v; nothing moved, try again", errResetNotCommitted, err)}
+		case errors.Is(err, broker.ErrResetNotRecorded):
+			return nil, &server.HTTPError{Status: http.StatusBadRequest, Msg: err.Error()}
 		}
-		return nil, &server.HTTPError{Status: http.StatusBadRequest, Msg: err.Error()}
+		return nil, &server.HTTPError{Status: http.StatusInternalServerError, Msg: fmt.Sprintf("committed through raft, the node's own offset: %v", err)}
 	}
 	out := make([]resetQueue, 0, len(rr.Queues))
 	for _, q := range rr.Queues {
-		if _, err := s.core.offsets.Reset(rr.Group, rr.Topic, q, targets[q]); err != nil {
-			return nil, &server.HTTPError{Status: http.StatusInternalServerError, Msg: fmt.Sprintf("queue %d: committed through raft, the node's own offset: %v", q, err)}
-		}
 		s.log.Info("offset reset", "group", rr.Group, "topic", rr.Topic, "queue", q, "offset", targets[q])
 		out = append(out, resetQueue{Queue: q, Offset: targets[q]})
 	}

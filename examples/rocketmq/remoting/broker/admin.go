@@ -293,56 +293,85 @@ func (b *Broker) consumerConnections(req *wire.Command) *wire.Command {
 
 // resetOffset serves INVOKE_BROKER_TO_RESET_OFFSET: every queue asked
 // (queueId, or -1 for all) goes to offset, or to the first message stored
-// at or after timestamp. An OffsetResetWriter records the whole reset
-// first; nothing moves unless it did.
+// at or after timestamp (ResetOffsets).
 func (b *Broker) resetOffset(req *wire.Command) *wire.Command {
 	group, topic := req.ExtFields["group"], req.ExtFields["topic"]
-	targets, refused := b.resetTargets(req)
+	queues, offset, at, refused := b.resetRequest(req)
 	if refused != nil {
 		return refused
 	}
-	if w, ok := b.opts.Writer.(OffsetResetWriter); ok {
-		if err := w.ResetOffsets(group, topic, targets); err != nil {
-			b.log.Warn("offset reset by admin not recorded", "group", group, "topic", topic, "queues", len(targets), "err", err)
-			return wire.NewResponse(req, wire.SystemError, fmt.Sprintf("reset offset of group %s topic %s failed: %v", group, topic, err))
-		}
+	targets, err := b.ResetOffsets(group, topic, queues, offset, at)
+	if errors.Is(err, ErrResetNotRecorded) {
+		b.log.Warn("offset reset by admin not recorded", "group", group, "topic", topic, "queues", len(queues), "err", err)
+		return wire.NewResponse(req, wire.SystemError, fmt.Sprintf("reset offset of group %s topic %s failed: %v", group, topic, err))
 	}
-	offs := b.core.Offsets()
-	for _, q := range slices.Sorted(maps.Keys(targets)) {
-		if _, err := offs.Reset(group, topic, q, targets[q]); err != nil {
-			return refusal(req, err)
-		}
+	if err != nil {
+		return refusal(req, err)
 	}
 	b.log.Info("offset reset by admin", "group", group, "topic", topic, "timestamp", req.ExtFields["timestamp"], "queues", len(targets))
 	return b.ok(req, meta.ResetOffsetBody(b.opts.BrokerName, topic, targets))
 }
 
-// resetTargets checks a reset and answers the offset each queue goes to,
-// or the refusal of bad input.
-func (b *Broker) resetTargets(req *wire.Command) (map[int]int64, *wire.Command) {
+// ErrResetNotRecorded is wrapped by ResetOffsets's error when its Writer
+// (an OffsetResetWriter) did not record the reset: nothing moved.
+var ErrResetNotRecorded = errors.New("broker: offset reset not recorded")
+
+// ResetOffsets moves group's committed offsets of topic's queues to
+// offset (≥ 0; capped at each queue's max offset) or, with offset < 0, to
+// the first message stored at or after at, and answers where each queue
+// went. An OffsetResetWriter records the whole reset first (its refusal
+// wraps ErrResetNotRecorded, and nothing moves); then the broker's offset
+// manager, whose epochs fence the connections, moves. Queues are not
+// checked here: callers pass queues of the topic.
+func (b *Broker) ResetOffsets(group, topic string, queues []int, offset int64, at time.Time) (map[int]int64, error) {
+	targets := make(map[int]int64, len(queues))
+	for _, q := range queues {
+		if offset >= 0 {
+			targets[q] = min(offset, b.st.MaxOffset(topic, q))
+		} else {
+			targets[q] = b.st.OffsetAt(topic, q, at)
+		}
+	}
+	if w, ok := b.opts.Writer.(OffsetResetWriter); ok {
+		if err := w.ResetOffsets(group, topic, targets); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrResetNotRecorded, err)
+		}
+	}
+	offs := b.core.Offsets()
+	for _, q := range slices.Sorted(maps.Keys(targets)) {
+		if _, err := offs.Reset(group, topic, q, targets[q]); err != nil {
+			return nil, err
+		}
+	}
+	return targets, nil
+}
+
+// resetRequest checks a reset and answers its queues, its offset (-1:
+// none) and its time, or the refusal of bad input.
+func (b *Broker) resetRequest(req *wire.Command) (queues []int, offset int64, at time.Time, refused *wire.Command) {
 	group, topic := req.ExtFields["group"], req.ExtFields["topic"]
 	if err := brokercore.CheckGroupName(group); err != nil {
-		return nil, refusal(req, err)
+		return nil, 0, at, refusal(req, err)
 	}
 	n, ok := b.topics.Queues(topic)
 	if !ok {
-		return nil, wire.NewResponse(req, wire.TopicNotExist, "topic["+topic+"] not exist")
+		return nil, 0, at, wire.NewResponse(req, wire.TopicNotExist, "topic["+topic+"] not exist")
 	}
 	ms, err := strconv.ParseInt(req.ExtFields["timestamp"], 10, 64)
 	if err != nil || ms < 0 {
-		return nil, wire.NewResponse(req, codeInvalidParameter, "timestamp "+strconv.Quote(req.ExtFields["timestamp"])+" is not Unix milliseconds")
+		return nil, 0, at, wire.NewResponse(req, codeInvalidParameter, "timestamp "+strconv.Quote(req.ExtFields["timestamp"])+" is not Unix milliseconds")
 	}
 	explicit := int64(-1)
 	if o, ok := req.ExtFields["offset"]; ok && o != "" && o != "-1" {
 		if explicit, err = strconv.ParseInt(o, 10, 64); err != nil || explicit < 0 {
-			return nil, wire.NewResponse(req, codeInvalidParameter, "offset "+strconv.Quote(o)+" is not an offset")
+			return nil, 0, at, wire.NewResponse(req, codeInvalidParameter, "offset "+strconv.Quote(o)+" is not an offset")
 		}
 	}
-	queues := make([]int, 0, n)
+	queues = make([]int, 0, n)
 	if qs := req.ExtFields["queueId"]; qs != "" && qs != "-1" {
 		q, err := strconv.Atoi(qs)
 		if err != nil || q < 0 || q >= n {
-			return nil, wire.NewResponse(req, codeInvalidParameter, "queueId "+strconv.Quote(qs)+" is not a queue of "+topic)
+			return nil, 0, at, wire.NewResponse(req, codeInvalidParameter, "queueId "+strconv.Quote(qs)+" is not a queue of "+topic)
 		}
 		queues = append(queues, q)
 	} else {
@@ -350,15 +379,7 @@ func (b *Broker) resetTargets(req *wire.Command) (map[int]int64, *wire.Command) 
 			queues = append(queues, q)
 		}
 	}
-	targets := make(map[int]int64, len(queues))
-	for _, q := range queues {
-		if explicit >= 0 {
-			targets[q] = min(explicit, b.st.MaxOffset(topic, q))
-		} else {
-			targets[q] = b.st.OffsetAt(topic, q, time.UnixMilli(ms))
-		}
-	}
-	return targets, nil
+	return queues, explicit, time.UnixMilli(ms), nil
 }
 
 func (b *Broker) viewMessage(req *wire.Command) *wire.Command {
