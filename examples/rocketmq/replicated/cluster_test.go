@@ -305,3 +305,22 @@ func TestStartRefusesBadDelayLevels(t *testing.T) {
 	_, err := Start(Config{Dir: t.TempDir(), ID: "n1", RaftAddr: "127.0.0.1:0", DelayLevels: "200ms"})
 	require.ErrorIs(t, err, schedule.ErrInvalid)
 }
+
+// A topic the leader created on a send exists on every node, with the
+// defaults: only the leader creates a topic
+// on a send, and the tables are per node, so a follower that never looked
+// the topic up answered TOPIC_NOT_EXIST to every pull of it once it led
+// (TestV2DeletesInReplicatedMode's consumer of a deleted group waited for
+// its messages in vain). The system topics of the log are not listed.
+func TestTopicsCreatedBySendsExistOnEveryNode(t *testing.T) {
+	c := startCluster(t, 3, func(cfg *Config) { cfg.NoAutoCreate = true })
+	l := c.leader(30 * time.Second)
+	resp, err := call(c.nodes[l].BrokerAddr(), sendCmd("auto-t", "first"))
+	require.NoError(t, err)
+	require.Equal(t, wire.Success, resp.Code, resp.Remark)
+	c.eachNode("topic known", func(s *Server) bool { n, ok := s.Topics().Queues("auto-t"); return ok && n == DefaultQueueNums })
+	for i, s := range c.nodes {
+		_, ok := s.Topics().Queues(AdminTopic)
+		require.False(t, ok, "node %d lists the admin log", i)
+	}
+}

@@ -162,6 +162,7 @@ type Server struct {
 	topicConfigs *meta.Topics
 	tables       *tables
 	untables     func()
+	untopics     func() // learnTopic's hook (topics.go)
 
 	grpcLn   net.Listener
 	grpcAddr string
@@ -302,6 +303,8 @@ func (s *Server) open() (err error) {
 	}
 	s.tables.auth = s.authService() // nil with ACL off
 	s.untables = s.node.Store().Subscribe(s.tables.notify)
+	s.untopics = s.node.Store().Subscribe(s.learnTopic)
+	s.learnTopics()           // topics.go: what the replica holds already
 	s.tables.applyAvailable() // what the replica holds already, before serving
 	ns := namesrv.NewNameServer(s.topics, namesrv.NameServerOptions{BrokerAddr: s.brAddr,
 		NoAutoCreate: cfg.NoAutoCreate, LeaderAddr: s.node.LeaderAddr, WriteOnly: s.followers, Logger: cfg.Logger,
@@ -371,6 +374,9 @@ func (s *Server) Close() error {
 		s.wg.Wait()
 		if s.untables != nil {
 			s.untables()
+		}
+		if s.untopics != nil {
+			s.untopics()
 		}
 		if s.fwd != nil {
 			s.fwd.close()
