@@ -10,8 +10,15 @@
 //
 // Routes: every node's name server answers routes whose broker
 // ("broker-a", read and write) is at the leader's address (its own while it
-// knows no leader), and which list every other node as a write-only broker
-// ("broker-a-<id>"). A send that reaches a follower is forwarded to the
+// knows no leader), and which list other nodes as write-only brokers
+// ("broker-a-<id>"): the ones the answering node vouches are up
+// (replica.Node.Reachable: the leader lists every follower in contact, a
+// follower itself only), since a client asks a broker picked at random
+// from the route for its group's consumer list, and one that picked a dead
+// node did not rebalance. A topic configured by an admin is routed the
+// same way. Every node enters each topic the replicated log holds messages
+// of in its own topic table (topics.go), so a new leader serves pulls of
+// topics only the old one had created. A send that reaches a follower is forwarded to the
 // leader and the leader's answer returned; a follower that knows no leader
 // answers SERVICE_NOT_AVAILABLE, which the official clients retry.
 //
