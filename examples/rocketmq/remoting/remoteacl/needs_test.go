@@ -62,6 +62,9 @@ func TestNeedsMapsEveryRequestToItsResources(t *testing.T) {
 			[]Need{{G("g"), acl.Sub}, {T("t"), acl.Sub}}},
 		{"send back", cmd(wire.CodeConsumerSendMsgBack, map[string]string{"group": "g", "offset": "7"}, ""),
 			[]Need{{G("g"), acl.Sub}, {T("payroll"), acl.Sub}}},
+		{"an admin offset reset is Update on the group and the topic (Apache's ResetOffsetRequestHeader)",
+			cmd(222, map[string]string{"group": "g", "topic": "t", "timestamp": "0"}, ""),
+			[]Need{{G("g"), acl.Update}, {T("t"), acl.Update}}},
 		{"end transaction without a topic", cmd(codeEndTransaction, map[string]string{"producerGroup": "pg"}, ""), nil},
 		{"an auth admin change needs Update on everything", cmd(3001, map[string]string{"username": "u"}, "{}"),
 			[]Need{{acl.Resource{Kind: acl.AnyKind, Name: "request code 3001"}, acl.Update}}},
@@ -87,6 +90,8 @@ func TestNeedsRefusesWhatItCannotRead(t *testing.T) {
 		"send back of nothing":     cmd(wire.CodeConsumerSendMsgBack, map[string]string{"group": "g", "offset": "1"}, ""),
 		"send back without offset": cmd(wire.CodeConsumerSendMsgBack, map[string]string{"group": "g"}, ""),
 		"route without topic":      cmd(wire.CodeGetRouteInfoByTopic, nil, ""),
+		"reset without group":      cmd(222, map[string]string{"topic": "t"}, ""),
+		"reset without topic":      cmd(222, map[string]string{"group": "g"}, ""),
 	} {
 		_, err := Needs(req, topicAt)
 		assert.ErrorIs(t, err, ErrUnreadable, name)

@@ -49,6 +49,10 @@ import (
 // Request codes this file maps that the wire package does not name.
 const codeEndTransaction int16 = 37
 
+// codeInvokeBrokerToResetOffset is mqadmin's resetOffsetByTime: Apache's
+// ResetOffsetRequestHeader asks Update on its group and its topic.
+const codeInvokeBrokerToResetOffset int16 = 222
+
 // codeSendReplyMessage(V2) is a replier's send of its reply (request/reply,
 // remoting/broker/reply.go): a send to the reply topic.
 const (
@@ -360,6 +364,9 @@ func appendNeeds(ns []Need, req *wire.Command, topicAt func(int64) (string, erro
 			}
 			ns = append(ns, Need{acl.TopicOrGroup(t), acl.Sub})
 		}
+	case codeInvokeBrokerToResetOffset:
+		groups(acl.Update, "group")
+		topics(acl.Update, "topic")
 	case codeEndTransaction:
 		if ext["topic"] != "" {
 			topics(acl.Pub, "topic")
