@@ -60,8 +60,8 @@ func (n *Node) observe(o raft.Observation) {
 // itself, always; on the leader, a member whose heartbeats have not failed
 // since they last succeeded. A follower hears from the leader only, so it
 // vouches for nobody else. Routes that list more brokers than the leader
-// use it to leave out a node that died (a client picks among them for
-// calls such as the consumer list).
+// use it (through the leader) to leave out a node that died: a client
+// picks among them for calls such as the consumer list.
 func (n *Node) Reachable(id string) bool {
 	if id == n.cfg.ID {
 		return true

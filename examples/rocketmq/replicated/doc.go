@@ -11,9 +11,10 @@
 // Routes: every node's name server answers routes whose broker
 // ("broker-a", read and write) is at the leader's address (its own while it
 // knows no leader), and which list other nodes as write-only brokers
-// ("broker-a-<id>"): the ones the answering node vouches are up
-// (replica.Node.Reachable: the leader lists every follower in contact, a
-// follower itself only), since a client asks a broker picked at random
+// ("broker-a-<id>"): the followers that are up as far as the answering
+// node can tell (peers.go: the leader lists every follower raft is in
+// contact with, replica.Node.Reachable; a follower asks the leader for
+// that list every second), since a client asks a broker picked at random
 // from the route for its group's consumer list, and one that picked a dead
 // node did not rebalance. A topic configured by an admin is routed the
 // same way. Every node enters each topic the replicated log holds messages

@@ -50,6 +50,7 @@ import (
 const (
 	codeRelayProducers int16 = 30601 // follower → leader: relayReport
 	codeRelayCheck     int16 = 30602 // leader → follower: a txn.Check
+	codeRelayPeers     int16 = 30603 // follower → leader: the followers it is in contact with (peers.go)
 )
 
 // relayField carries a relay request's MAC.
@@ -117,7 +118,9 @@ func (r *relay) request(code int16, v any) (*wire.Command, error) {
 }
 
 // isRelay reports the relay's requests (served ahead of everything else).
-func isRelay(code int16) bool { return code == codeRelayProducers || code == codeRelayCheck }
+func isRelay(code int16) bool {
+	return code == codeRelayProducers || code == codeRelayCheck || code == codeRelayPeers
+}
 
 // serve answers a relay request: a report on the leader, a check on a
 // follower.
@@ -129,6 +132,13 @@ func (r *relay) serve(req *wire.Command) *wire.Command {
 	}
 	var err error
 	switch req.Code {
+	case codeRelayPeers:
+		var body []byte
+		if body, err = r.contacts(); err == nil {
+			resp := wire.NewResponse(req, wire.Success, "")
+			resp.Body = body
+			return resp
+		}
 	case codeRelayProducers:
 		err = r.registerReport(req.Body)
 	case codeRelayCheck:
@@ -207,14 +217,21 @@ func (r *relay) call(addr string, code int16, v any) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), relayCallTimeout)
 	defer cancel()
+	_, err = r.callFor(ctx, addr, req)
+	return err
+}
+
+// callFor sends req to addr and answers the body of a SUCCESS, or the
+// error.
+func (r *relay) callFor(ctx context.Context, addr string, req *wire.Command) ([]byte, error) {
 	resp, err := r.fwd.send(ctx, addr, req)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case resp.Code != wire.Success:
-		return fmt.Errorf("answered %d: %s", resp.Code, resp.Remark)
+		return nil, fmt.Errorf("answered %d: %s", resp.Code, resp.Remark)
 	}
-	return nil
+	return resp.Body, nil
 }
 
 // loop reports this node's producer groups to the leader while it does

@@ -162,7 +162,8 @@ type Server struct {
 	topicConfigs *meta.Topics
 	tables       *tables
 	untables     func()
-	untopics     func() // learnTopic's hook (topics.go)
+	untopics     func()    // learnTopic's hook (topics.go)
+	live         livePeers // the leader's contacts, on a follower (peers.go)
 
 	grpcLn   net.Listener
 	grpcAddr string
@@ -252,10 +253,14 @@ func Start(cfg Config) (s *Server, err error) {
 	s.serve(s.nsrv, nl)
 	s.serve(s.bsrv, bl)
 	s.housekeeping()
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		s.tables.loop(s.stop)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.relay.pollPeers(&s.live, s.stop) // peers.go
 	}()
 	s.log.Info("replicated rocketmq broker started", "namesrv", s.nsAddr, "broker", s.brAddr, "grpc", s.grpcAddr, "http", s.httpAddr, "raft", cfg.RaftAddr)
 	return s, nil
@@ -311,6 +316,7 @@ func (s *Server) open() (err error) {
 		TopicConfig: s.routeConfig})
 	s.fwd = &forwarder{log: s.log, timeout: DefaultForwardTimeout, idle: map[string][]*fconn{}}
 	s.relay = newRelay(cfg.ClusterSecret, cfg.ID, s.brAddr, s.node, s.fwd, s.log)
+	s.live.now = time.Now
 	s.checker.relay.Store(s.relay)
 	h := &handler{b: s.broker, n: s.node, self: s.brAddr, fwd: s.fwd, tables: s.tables, relay: s.relay, stop: s.stop}
 	bh, guard := s.setupACL(h)
@@ -416,20 +422,23 @@ func (s *Server) Groups() *meta.Groups       { return s.groups }
 func (s *Server) TopicConfigs() *meta.Topics { return s.topicConfigs }
 
 // followers are the write-only brokers of the routes: the peers with a
-// broker address, but the leader, that this node vouches are up
-// (replica.Node.Reachable: itself; on the leader, every follower in
-// contact), named BrokerName-ID. A client picks among a route's brokers
-// for calls such as the consumer list, so a node that died must not stay
-// in the routes: a consumer that picked it did not rebalance.
+// broker address, but the leader, that are up as far as this node can
+// tell (peers.go), named BrokerName-ID.
 func (s *Server) followers() map[string]string {
 	leader := s.node.LeaderAddr()
+	lead := s.node.IsLeader()
+	var live map[string]bool
+	if !lead {
+		live = s.live.fresh()
+	}
 	m := map[string]string{}
 	for _, p := range s.cfg.Peers {
 		a := p.BrokerAddr
 		if p.ID == s.cfg.ID {
 			a = s.brAddr
 		}
-		if a != "" && a != leader && s.node.Reachable(p.ID) {
+		up := p.ID == s.cfg.ID || (lead && s.node.Reachable(p.ID)) || (!lead && (live == nil || live[p.ID]))
+		if a != "" && a != leader && up {
 			m[broker.DefaultBrokerName+"-"+p.ID] = a
 		}
 	}
