@@ -174,9 +174,9 @@ func TestHTTPAdminResetThroughAFollowerIsCheckedOnBothWithACL(t *testing.T) {
 	    {"user":"grp","resources":["Group:g"],"actions":["Update"],"decision":"Allow"}]}`
 	c, l := resetFixture(t, withACLDoc(t, doc), withHTTP)
 	f := c.nodes[(l+1)%3]
-	reset := func(user, secret string) (int, string) {
+	resetTo := func(user, secret string, offset int64) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, "http://"+f.HTTPAddr()+"/admin/reset?group=g&topic=orders&queue=0&offset=1", nil)
+		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://%s/admin/reset?group=g&topic=orders&queue=0&offset=%d", f.HTTPAddr(), offset), nil)
 		require.NoError(t, err)
 		if user != "" {
 			req.SetBasicAuth(user, secret)
@@ -188,6 +188,7 @@ func TestHTTPAdminResetThroughAFollowerIsCheckedOnBothWithACL(t *testing.T) {
 		require.NoError(t, err)
 		return resp.StatusCode, string(b)
 	}
+	reset := func(user, secret string) (int, string) { t.Helper(); return resetTo(user, secret, 1) }
 	stays := func() {
 		t.Helper()
 		off, _ := c.nodes[l].Node().Committed("g", "orders", 0)
@@ -217,16 +218,9 @@ func TestHTTPAdminResetThroughAFollowerIsCheckedOnBothWithACL(t *testing.T) {
 		user, secret string
 		offset       int64
 	}{{"ops", "ops-secret", 1}, {"admin", "adm1n-secret", 2}} {
-		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://%s/admin/reset?group=g&topic=orders&queue=0&offset=%d", f.HTTPAddr(), at.offset), nil)
-		require.NoError(t, err)
-		req.SetBasicAuth(at.user, at.secret)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", at.user, b)
-		require.JSONEq(t, fmt.Sprintf(`{"group":"g","topic":"orders","queues":[{"queue":0,"offset":%d}]}`, at.offset), string(b))
+		code, body := resetTo(at.user, at.secret, at.offset)
+		require.Equal(t, http.StatusOK, code, "%s: %s", at.user, body)
+		require.JSONEq(t, fmt.Sprintf(`{"group":"g","topic":"orders","queues":[{"queue":0,"offset":%d}]}`, at.offset), body)
 		for i, s := range c.nodes {
 			require.Eventually(t, func() bool {
 				off, _ := s.Node().Committed("g", "orders", 0)
