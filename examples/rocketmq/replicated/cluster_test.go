@@ -273,19 +273,7 @@ func TestRoutesLeaveOutAStoppedNode(t *testing.T) {
 // there, it would move that node's own offset manager only and answer
 // success).
 func TestAdminResetIsReplicated(t *testing.T) {
-	c := startCluster(t, 3)
-	l := c.leader(30 * time.Second)
-	w := writer{c.nodes[l].Node()}
-	var msgs []*store.Message
-	for range 5 {
-		msgs = append(msgs, &store.Message{Topic: "orders", Body: []byte("m")})
-	}
-	require.NoError(t, w.Append(msgs))
-	require.NoError(t, w.CommitOffset("g", "orders", 0, 5))
-	for _, s := range c.nodes {
-		_, err := s.Topics().Ensure("orders", 4)
-		require.NoError(t, err)
-	}
+	c, l := resetFixture(t)
 	for _, at := range []struct {
 		node   int
 		offset int64

@@ -136,16 +136,7 @@ func TestHTTPAdminNeedsCredentialsWithACL(t *testing.T) {
 // reset (a reset is never answered 200 unless raft committed it).
 func TestHTTPAdminResetWithoutALeaderIsRetryLater(t *testing.T) {
 	c, l := resetFixture(t, withHTTP)
-	n := c.nodes[l]
-	for i := range c.nodes {
-		if i != l {
-			c.stop(i)
-		}
-	}
-	require.Eventually(t, func() bool {
-		id, _ := n.Node().Leader()
-		return !n.Node().IsLeader() && id == ""
-	}, 30*time.Second, 10*time.Millisecond, "the node alone steps down")
+	n := c.leaveAlone(l)
 	resp, err := http.Post("http://"+n.HTTPAddr()+"/admin/reset?group=g&topic=orders&queue=0&offset=2", "", nil)
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)

@@ -34,6 +34,23 @@ func resetFixture(t *testing.T, tweaks ...func(*Config)) (*cluster, int) {
 	return c, l
 }
 
+// leaveAlone stops every node but l and waits until l, alone, steps down
+// and knows no leader; it returns l's server.
+func (c *cluster) leaveAlone(l int) *Server {
+	c.t.Helper()
+	n := c.nodes[l]
+	for i := range c.nodes {
+		if i != l {
+			c.stop(i)
+		}
+	}
+	require.Eventually(c.t, func() bool {
+		id, _ := n.Node().Leader()
+		return !n.Node().IsLeader() && id == ""
+	}, 30*time.Second, 10*time.Millisecond, "the node alone steps down")
+	return n
+}
+
 // An INVOKE_BROKER_TO_RESET_OFFSET that raft refuses (here: the node lost
 // its quorum, so it leads no more and knows no leader to forward to) is
 // answered SYSTEM_ERROR naming the cause, never SUCCESS with a
@@ -41,16 +58,7 @@ func resetFixture(t *testing.T, tweaks ...func(*Config)) (*cluster, int) {
 // node's own offset manager, not what QUERY_CONSUMER_OFFSET answers.
 func TestResetRaftRefusesIsAnErrorAndMovesNothing(t *testing.T) {
 	c, l := resetFixture(t)
-	n := c.nodes[l]
-	for i := range c.nodes {
-		if i != l {
-			c.stop(i)
-		}
-	}
-	require.Eventually(t, func() bool {
-		id, _ := n.Node().Leader()
-		return !n.Node().IsLeader() && id == ""
-	}, 30*time.Second, 10*time.Millisecond, "the node alone steps down")
+	n := c.leaveAlone(l)
 
 	resp, err := call(n.BrokerAddr(), &wire.Command{Code: broker.CodeInvokeBrokerToResetOffset, Language: "GO", Version: 317,
 		ExtFields: map[string]string{"group": "g", "topic": "orders", "queueId": "0", "offset": "2", "timestamp": "0"}})
