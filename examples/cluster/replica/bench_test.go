@@ -382,11 +382,17 @@ func BenchmarkProduceGroups(b *testing.B) {
 				})
 			})
 			b.ReportMetric(float64(retries.Load()), "retries")
-			var p, e uint64
+			var p, e, qn, rn, wn uint64
 			for g := range leaders {
 				l := leaders[g].Load()
 				bs := &l.Group(g).batch.stats
 				p, e = p+bs.Produces.Load(), e+bs.Entries.Load()
+				qn, rn, wn = qn+bs.QueuedNanos.Load(), rn+bs.RaftNanos.Load(), wn+bs.WakeNanos.Load()
+			}
+			if e > 0 {
+				b.ReportMetric(float64(qn)/float64(p)/1e3, "queued-µs/produce")
+				b.ReportMetric(float64(rn)/float64(e)/1e3, "raft-µs/entry")
+				b.ReportMetric(float64(wn)/float64(p)/1e3, "wake-µs/produce")
 			}
 			if e > 0 {
 				b.ReportMetric(float64(p)/float64(e), "produces/entry")
