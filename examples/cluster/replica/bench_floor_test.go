@@ -130,6 +130,7 @@ func floorGroups(b *testing.B, groups int) []*raft.Raft {
 			_ = r.Shutdown().Error()
 		}
 		for _, t := range trans {
+			t.CloseStreams() // pooled connections: the peers' handlers end
 			_ = t.Close()
 		}
 	})
