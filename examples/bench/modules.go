@@ -417,12 +417,7 @@ func writeReplication(out io.Writer, cases []benchCase, res map[string][]metrics
 		}
 		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.label, r, vs, target, num(cpu.med), num(cores.med), ppe, round, capv)
 	}
-	fmt.Fprintln(out, "\nThe CPU cap is the rate the case could reach with every core busy on it at its measured CPU per")
-	fmt.Fprintln(out, "message: three replicas in one process do three stores' and three raft logs' work per message.")
-	fmt.Fprintln(out, "The raft round is from an entry's proposal to its apply on the leader. The tmpfs row is the same")
-	fmt.Fprintln(out, "code with no disk under it; the bare-raft row is hashicorp/raft alone doing less than the product")
-	fmt.Fprintln(out, "(nothing durable, nothing stored), with a minimal batcher: what the replicated rows lose to it is")
-	fmt.Fprintln(out, "their logs' fsyncs (twelve raft logs share this one disk at 4 groups), the stores and their own work.")
+	fmt.Fprint(out, replicationNotes)
 }
 
 func failoverTable() modTable {
@@ -512,13 +507,29 @@ func aclTable() modTable {
 				}
 				row(p.name, p.unit, p.off, p.on)
 			}
-			fmt.Fprintln(out, "\nThe pre-signed rows run a broker with ACL off and one with it on in one process on the same disk,")
-			fmt.Fprintln(out, "the sends alternated between them in 20 slices each (BenchmarkRemotingACLRawPaired): there")
-			fmt.Fprintln(out, "\"per-round\" is the median of each run's own on/off ratio. The control rows run ACL off in both brokers:")
-			fmt.Fprintln(out, "how far their ratio lands from 1 is what the method cannot tell apart on this machine.")
-			fmt.Fprintln(out, "\n\"Client signs in both\" runs the same signing client against a broker that checks nothing: only")
-			fmt.Fprintln(out, "the broker's check differs. The v2 client's own signing (~20 µs a request) slows its senders, and")
-			fmt.Fprintln(out, "slower senders cost the broker more per message (fewer sends per read and fsync). In the gRPC rows")
-			fmt.Fprintln(out, "the whole process is measured, so the v5 client's signing is in the \"own signing\" row's CPU.")
+			fmt.Fprint(out, aclNotes)
 		}}
 }
+
+// replicationNotes follow the table.
+const replicationNotes = `
+The CPU cap is the rate the case could reach with every core busy on it at its measured CPU per
+message: three replicas in one process do three stores' and three raft logs' work per message.
+The raft round is from an entry's proposal to its apply on the leader. The tmpfs row is the same
+code with no disk under it; the bare-raft row is hashicorp/raft alone doing less than the product
+(nothing durable, nothing stored), with a minimal batcher: what the replicated rows lose to it is
+their logs' fsyncs (twelve raft logs share this one disk at 4 groups), the stores and their own work.
+`
+
+// aclNotes follow the table.
+const aclNotes = `
+The pre-signed rows run a broker with ACL off and one with it on in one process on the same disk,
+the sends alternated between them in 20 slices each (BenchmarkRemotingACLRawPaired): there
+"per-round" is the median of each run's own on/off ratio. The control rows run ACL off in both brokers:
+how far their ratio lands from 1 is what the method cannot tell apart on this machine.
+
+"Client signs in both" runs the same signing client against a broker that checks nothing: only
+the broker's check differs. The v2 client's own signing (~20 µs a request) slows its senders, and
+slower senders cost the broker more per message (fewer sends per read and fsync). In the gRPC rows
+the whole process is measured, so the v5 client's signing is in the "own signing" row's CPU.
+`
