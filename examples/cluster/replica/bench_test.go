@@ -393,8 +393,6 @@ func BenchmarkProduceGroups(b *testing.B) {
 				b.ReportMetric(float64(qn)/float64(p)/1e3, "queued-µs/produce")
 				b.ReportMetric(float64(rn)/float64(e)/1e3, "raft-µs/entry")
 				b.ReportMetric(float64(wn)/float64(p)/1e3, "wake-µs/produce")
-			}
-			if e > 0 {
 				b.ReportMetric(float64(p)/float64(e), "produces/entry")
 				if cpu > 0 {
 					b.ReportMetric(float64(cpu.Microseconds())/float64(e), "cpu-µs/entry")
