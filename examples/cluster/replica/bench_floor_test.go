@@ -15,13 +15,13 @@ import (
 )
 
 // nullFSM applies nothing: the raft floor's state machine.
-type nullFSM struct{ applied atomic.Uint64 }
+type nullFSM struct{}
 
-func (f *nullFSM) Apply(*raft.Log) any { f.applied.Add(1); return nil }
+func (*nullFSM) Apply(*raft.Log) any { return nil }
 
-func (f *nullFSM) Snapshot() (raft.FSMSnapshot, error) { return nullSnapshot{}, nil }
+func (*nullFSM) Snapshot() (raft.FSMSnapshot, error) { return nullSnapshot{}, nil }
 
-func (f *nullFSM) Restore(rc io.ReadCloser) error { return rc.Close() }
+func (*nullFSM) Restore(rc io.ReadCloser) error { return rc.Close() }
 
 type nullSnapshot struct{}
 
