@@ -368,7 +368,7 @@ func modTables() []modTable {
 func replicationTable() modTable {
 	cases := []benchCase{{label: "single SyncGroup", bin: "replica", bench: "^BenchmarkProduceGroups$/^single/", benchtime: "2s"}}
 	for _, g := range []int{1, 2, 4} {
-		cases = append(cases, benchCase{label: fmt.Sprintf("replicated, %d raft group(s)", g), bin: "replica",
+		cases = append(cases, benchCase{label: groupsLabel(g), bin: "replica",
 			bench: fmt.Sprintf("^BenchmarkProduceGroups$/^replicated/groups=%d/", g), benchtime: "2s"})
 	}
 	if st, err := os.Stat(shmDir); err == nil && st.IsDir() {
@@ -386,6 +386,9 @@ const (
 	shmLabel   = "replicated, 4 raft groups, every file on tmpfs (not durable: no disk)"
 	floorLabel = "bare hashicorp/raft, 4 groups: logs in memory, no store, no-op FSM, batched"
 )
+
+// groupsLabel is the row of the replicated case with g raft groups.
+func groupsLabel(g int) string { return fmt.Sprintf("replicated, %d raft group(s)", g) }
 
 func writeReplication(out io.Writer, cases []benchCase, res map[string][]metrics) {
 	ncpu := float64(runtime.NumCPU())
@@ -407,7 +410,7 @@ func writeReplication(out io.Writer, cases []benchCase, res map[string][]metrics
 			if re, ok := statOf(ms, "raft-µs/entry"); ok {
 				round = num(re.med)
 			}
-			if c.label == "replicated, 4 raft group(s)" {
+			if c.label == groupsLabel(4) {
 				target = yesNo(r.med/sr.med >= 0.8)
 			}
 		}
