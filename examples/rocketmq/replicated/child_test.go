@@ -74,6 +74,9 @@ func startProcs(t *testing.T, n int) []*nodeProc {
 		if err == nil {
 			for _, p := range ps {
 				t.Cleanup(func() {
+					if t.Failed() {
+						p.quit() // a hung node's goroutines go to its log
+					}
 					p.kill()
 					if t.Failed() {
 						b, _ := os.ReadFile(p.log)
@@ -182,6 +185,21 @@ func (p *nodeProc) kill() {
 		_ = p.cmd.Process.Kill()
 		err := <-p.done
 		p.done <- err
+	}
+}
+
+// quit sends SIGQUIT, so the Go runtime writes every goroutine's stack to
+// the node's log and exits, and waits up to 5 s for that.
+func (p *nodeProc) quit() {
+	if p.dead {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		p.dead = true
+	case <-time.After(5 * time.Second):
 	}
 }
 
