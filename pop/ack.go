@@ -255,7 +255,7 @@ func (s *Service) settleAckLocked(gt *groupTopic, qs *queueState, e *entry, inBa
 	s.st.acks.Add(1)
 	if qs.fifoUsed && ((inBatch && len(qs.fifoMembers()) == 0) || qs.pending() == 0) {
 		gt.events.Add(1) // the FIFO queue is unblocked
-		broadcastLocked(gt)
+		broadcast(gt)
 	}
 }
 

@@ -20,12 +20,13 @@ import (
 //   - Close (waiters select on the service's done channel).
 // A waiter only wakes up and pops again; every decision is the core's.
 
-// broadcastLocked wakes every waiter of gt that waits for a change of the
-// queues (arrival, unblocking ack, expiry). Called with gt.mu held.
-func broadcastLocked(gt *groupTopic) {
-	if gt.notify != nil {
-		close(gt.notify)
-		gt.notify = nil
+// broadcast wakes every waiter of gt that waits for a change of the queues
+// (arrival, unblocking ack, expiry). It takes no lock: whoever swaps the
+// channel out closes it. A caller bumps gt.events first, so a waiter that
+// installed its channel after the swap sees the change (waitForEvent).
+func broadcast(gt *groupTopic) {
+	if ch := gt.notify.Swap(nil); ch != nil {
+		close(*ch)
 	}
 }
 
@@ -38,11 +39,17 @@ func broadcastLockFreeLocked(gt *groupTopic) {
 	}
 }
 
-func notifyChLocked(gt *groupTopic) chan struct{} {
-	if gt.notify == nil {
-		gt.notify = make(chan struct{})
+// notifyCh is the channel the next broadcast closes.
+func notifyCh(gt *groupTopic) chan struct{} {
+	for {
+		if ch := gt.notify.Load(); ch != nil {
+			return *ch
+		}
+		ch := make(chan struct{})
+		if gt.notify.CompareAndSwap(nil, &ch) {
+			return ch
+		}
 	}
-	return gt.notify
 }
 
 func lockFreeChLocked(gt *groupTopic) chan struct{} {
@@ -102,8 +109,9 @@ func (s *Service) wait(ctx context.Context, ch chan struct{}, until time.Time) {
 // Arrived tells the service that (topic, queueID) has new messages; it
 // wakes the long-polling pops of every group of the topic. New subscribes
 // it to a Source that can Subscribe (as *store.Store); a host composing
-// another Source calls it itself. It never blocks on a pop in progress for
-// longer than a short in-memory step.
+// another Source calls it itself. It takes no lock a pop holds, so it
+// never waits on a pop in progress, whatever that pop's Offsets or Source
+// wait for (the appender calling it, say, under a lock of its own).
 func (s *Service) Arrived(topic string, queueID int) {
 	s.topicsMu.RLock()
 	gts := s.topics[topic]
@@ -116,9 +124,7 @@ func (s *Service) Arrived(topic string, queueID int) {
 		}
 		gt.events.Add(1) // before reading waiters: see waitForEvent
 		if gt.waiters.Load() > 0 {
-			gt.mu.Lock()
-			broadcastLocked(gt)
-			gt.mu.Unlock()
+			broadcast(gt)
 		}
 	}
 }
@@ -146,7 +152,7 @@ func (s *Service) tick() {
 		s.sweepLocked(gt, now)
 		if gt.waiters.Load() > 0 && gt.core.due(now) {
 			gt.events.Add(1)
-			broadcastLocked(gt)
+			broadcast(gt)
 		}
 		gt.mu.Unlock()
 		return true

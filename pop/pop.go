@@ -200,8 +200,13 @@ func (s *Service) waitForEvent(pc *popCall, seq uint64) error {
 		gt.mu.Unlock()
 		return nil
 	}
-	ch := notifyChLocked(gt)
+	ch := notifyCh(gt)
 	gt.mu.Unlock()
+	// Arrived broadcasts without gt.mu: one that swapped the channel out
+	// before ours was installed bumped events before it, so look again.
+	if gt.events.Load() != seq {
+		return nil
+	}
 	s.wait(pc.ctx, ch, pc.pollEnd)
 	return nil
 }

@@ -83,10 +83,12 @@ type Result struct {
 type gtKey struct{ group, topic string }
 
 // groupTopic is the state of one group@topic: the serialization lock, the
-// deterministic core and the long-polling waiters. mu guards lock, core,
-// notify and lockFree; it is only ever held for short in-memory steps —
-// never across a Source read, an Offsets commit, a DeadLetter call or a
-// wait. commitMu serializes the group@topic's commits so that they reach
+// deterministic core and the long-polling waiters. mu guards lock, core
+// and lockFree; it is never held across a Source read of messages, an
+// Offsets commit, a DeadLetter call or a wait, but the core's plan reads
+// the Source's bounds and the Offsets (Committed, Epoch) under it, so
+// Arrived, which a store calls from its appenders, takes no mu: notify is
+// swapped and closed without it (broadcast). commitMu serializes the group@topic's commits so that they reach
 // Offsets in order; it is taken before mu, never waited for while
 // holding it (an Ack may TryLock it under mu).
 type groupTopic struct {
@@ -100,7 +102,7 @@ type groupTopic struct {
 	core     *core
 	view     gtView
 	list     atomic.Pointer[[]int]         // cached Source.Queues for AllQueues; nil = list again
-	notify   chan struct{}                 // closed by broadcastLocked; nil while nobody waits
+	notify   atomic.Pointer[chan struct{}] // closed by broadcast; nil while nobody waits
 	lockFree chan struct{}                 // closed by broadcastLockFreeLocked
 	lockWake map[*lockWaiter]chan struct{} // a queued FIFO retry sleeps on its channel
 	// holderDone is the ctx.Done of the lock holder's request (holderTok):
