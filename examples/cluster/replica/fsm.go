@@ -100,17 +100,27 @@ func (f *fsm) Apply(l *raft.Log) any {
 		f.log.Error("cluster: entry not applied", "index", l.Index, "err", err)
 		return applyResult{err: fmt.Errorf("%w: %w", ErrRejected, err)}
 	}
+	switch e.Kind {
+	case kindProduce, kindDeliver, kindFenced, kindRelease, kindForget:
+		// These take f.mu themselves, not across the store append.
+		var res applyResult
+		switch {
+		case e.Kind == kindFenced && l.Term != e.Term:
+			res = applyResult{err: fmt.Errorf("entry of term %d at index %d, proposed for term %d: %w: %w", l.Term, l.Index, e.Term, ErrRejected, ErrStaleTerm)}
+		case e.Kind == kindRelease || e.Kind == kindForget:
+			res = f.applyDrop(l.Index, e) // release.go
+		default:
+			res = f.applyMessages(l.Index, e)
+		}
+		f.mu.Lock()
+		f.index = l.Index
+		f.mu.Unlock()
+		return res
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.index = l.Index
 	switch e.Kind {
-	case kindProduce, kindDeliver:
-		return f.applyMessages(l.Index, e)
-	case kindFenced:
-		if l.Term != e.Term {
-			return applyResult{err: fmt.Errorf("entry of term %d at index %d, proposed for term %d: %w: %w", l.Term, l.Index, e.Term, ErrRejected, ErrStaleTerm)}
-		}
-		return f.applyMessages(l.Index, e)
 	case kindProgress:
 		if !bytes.Equal(f.progress, e.Prev) {
 			return applyResult{err: fmt.Errorf("progress at index %d: %w", l.Index, ErrStaleProgress)}
@@ -146,8 +156,6 @@ func (f *fsm) Apply(l *raft.Log) any {
 			f.members[e.Text] = e.Text2
 		}
 		return applyResult{}
-	case kindRelease, kindForget:
-		return f.applyDrop(l.Index, e) // release.go
 	}
 	return applyResult{err: fmt.Errorf("kind %d: %w", e.Kind, errBadEntry)}
 }
@@ -162,9 +170,15 @@ func (f *fsm) Apply(l *raft.Log) any {
 // node goes on with the next entry. Of an entry joining several producers'
 // batches only the refused batches are dropped; a delivery is refused
 // whole, its progress unmoved.
+//
+// The store append runs without f.mu: the store calls its hooks (pop's
+// arrivals, a host's) from the appender, and a hook or a reader it waits
+// for may read this state (a pop's plan reads the offsets). Apply is
+// raft's one FSM goroutine, the only writer, so what it checked before
+// the append still holds after it.
 func (f *fsm) applyMessages(index uint64, e *entry) applyResult {
-	if f.failed != nil {
-		return applyResult{err: f.failed}
+	if err := f.err(); err != nil {
+		return applyResult{err: err}
 	}
 	keep, rejected, err := refusals(e)
 	if err != nil {
@@ -174,37 +188,53 @@ func (f *fsm) applyMessages(index uint64, e *entry) applyResult {
 	if rejected != nil {
 		f.log.Warn("cluster: batches of an entry rejected", "index", index, "kind", e.Kind.String(), "err", errors.Join(rejected...))
 	}
-	if e.Kind == kindDeliver {
-		// The fence against a delivery task that outlived what it knew
-		// (the field report's zombie, or a scheduler whose append timed
-		// out and that retries a batch a new leader already delivered):
-		// a delivery applies only on top of the progress it started from.
-		if !bytes.Equal(f.progress, e.Prev) {
-			return applyResult{err: fmt.Errorf("delivery at index %d: %w", index, ErrStaleProgress)}
-		}
-		f.progress = e.Progress
+	// The fence against a delivery task that outlived what it knew (the
+	// field report's zombie, or a scheduler whose append timed out and that
+	// retries a batch a new leader already delivered): a delivery applies
+	// only on top of the progress it started from.
+	if e.Kind == kindDeliver && !bytes.Equal(f.loadProgress(), e.Prev) {
+		return applyResult{err: fmt.Errorf("delivery at index %d: %w", index, ErrStaleProgress)}
 	}
 	res := applyResult{msgs: e.Msgs, rejected: rejected}
 	n := int64(len(keep))
-	if next := f.st.Stats().LogNext; f.applied+n <= next {
-		f.applied += n // a replay after a restart: the store has it already
+	f.mu.RLock()
+	applied := f.applied
+	f.mu.RUnlock()
+	if next := f.st.Stats().LogNext; applied+n <= next {
+		f.stored(e, n) // a replay after a restart: the store has it already
 		return res
-	} else if f.applied != next {
-		f.failed = fmt.Errorf("store holds %d messages, the log expects %d at index %d: %w", next, f.applied, index, ErrDiverged)
-		f.log.Error("cluster: local store out of step with the log", "err", f.failed)
-		return applyResult{err: f.failed}
+	} else if applied != next {
+		return applyResult{err: f.fail(fmt.Errorf("store holds %d messages, the log expects %d at index %d: %w", next, applied, index, ErrDiverged),
+			"cluster: local store out of step with the log")}
 	}
 	f.at.Store(e.At.UnixNano())
 	if err := f.st.Append(keep...); err != nil {
 		// refusals mirrors Append's checks, so this is the local store
 		// failing (disk, closed), not the entry: this copy can no longer
 		// be trusted.
-		f.failed = fmt.Errorf("append at index %d: %w", index, err)
-		f.log.Error("cluster: store append failed; this node stops applying", "err", err)
-		return applyResult{err: f.failed}
+		return applyResult{err: f.fail(fmt.Errorf("append at index %d: %w", index, err), "cluster: store append failed; this node stops applying")}
 	}
-	f.applied += n
+	f.stored(e, n)
 	return res
+}
+
+// stored records n messages of e as applied, and a delivery's progress.
+func (f *fsm) stored(e *entry, n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied += n
+	if e.Kind == kindDeliver {
+		f.progress = e.Progress
+	}
+}
+
+// fail marks this node's copy as no longer trustworthy and answers err.
+func (f *fsm) fail(err error, msg string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failed = err
+	f.log.Error(msg, "err", err)
+	return err
 }
 
 // refusals decides which of an entry's producer batches the store refuses,

@@ -100,7 +100,8 @@ func (n *Node) dropPending() {
 
 // applyDrop applies kindRelease and kindForget: the record's messages
 // first, as a produce (a record the store refuses refuses the entry
-// whole, the drop with it), then the drop. Callers hold f.mu.
+// whole, the drop with it), then the drop under f.mu. Callers hold no
+// lock.
 func (f *fsm) applyDrop(index uint64, e *entry) applyResult {
 	var res applyResult
 	if len(e.Msgs) > 0 {
@@ -108,6 +109,8 @@ func (f *fsm) applyDrop(index uint64, e *entry) applyResult {
 			return res
 		}
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var err error
 	if e.Kind == kindRelease {
 		err = f.release(index, e.Text)
