@@ -184,22 +184,23 @@ func (vc *v5Counter) waitAll(t *testing.T, what string, keys []string, timeout t
 	deadline := time.Now().Add(timeout)
 	for {
 		vc.mu.Lock()
-		missing, redelivered := 0, 0
+		var missing []string
+		redelivered := 0
 		for _, k := range keys {
 			if vc.seen[k] == 0 {
-				missing++
+				missing = append(missing, k)
 			}
 		}
 		for _, n := range vc.seen {
 			redelivered += n - 1
 		}
 		vc.mu.Unlock()
-		if missing == 0 {
+		if len(missing) == 0 {
 			t.Logf("%s: %d acknowledged sends all received, %d redeliveries", what, len(keys), redelivered)
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d of %d acknowledged sends not received", what, missing, len(keys))
+			t.Fatalf("%s: %d of %d acknowledged sends not received: %v", what, len(missing), len(keys), missing)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
