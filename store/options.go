@@ -112,7 +112,9 @@ type Options struct {
 	// the queue's new MaxOffset, after the records are readable (after the
 	// fsync under SyncGroup), never while a store lock is held. It runs on
 	// the appending goroutine just before Append returns, so it may append
-	// again; it should not block for long.
+	// again; it should not block for long. It runs under whatever locks the
+	// caller of Append holds: a host that appends under a lock of its own
+	// must not have a hook (or anything a hook waits for) take that lock.
 	OnAppend func(topic string, queueID int, next int64)
 	// NoKeyIndex turns the key index (LookupKey) off: no key files, no
 	// memory per key. The zero value keeps it on.
