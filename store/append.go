@@ -6,8 +6,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"github.com/tidwall/wal"
 )
 
 // validate checks one message of a batch; it changes nothing.
@@ -138,11 +136,12 @@ type assigned struct {
 	stored     time.Time
 }
 
-// roll is a segment wal starts: its first wal index, and the final size of
-// the segment before it.
+// roll is a segment the log starts: its first wal index, the final size of
+// the segment before it, and where in the frames being written it begins.
 type roll struct {
 	start    uint64
 	prevSize int64
+	at       int
 }
 
 // maxLeadRounds bounds how many fsyncs an appender does for others before
@@ -152,9 +151,9 @@ const maxLeadRounds = 4
 
 // lead is SyncGroup's group commit, run by the one goroutine holding the
 // lead (s.syncing): an appender that found nobody fsyncing, an appender
-// handed the lead, or a Sync/checkpoint/Close. Appenders write their records
-// to the wal themselves, under mu; the leader fsyncs what is written,
-// outside mu, so the next group is written while the fsync runs
+// handed the lead, or a Sync/checkpoint/Close. Appenders queue their
+// records under mu; the leader writes and fsyncs them, outside mu, so the
+// next group is placed while the fsync runs
 // (pipelined), then publishes it and answers the waiters it covered. It
 // repeats up to max rounds (max < 1: while any waiter is left), then gives
 // up the lead: to the oldest waiter if any is left, so leadership stays
@@ -225,7 +224,7 @@ func (s *Store) gather(last int, took time.Duration) {
 	}
 }
 
-// write assigns offsets to the batch, encodes it, writes it to the wal and
+// write assigns offsets to the batch, encodes it, writes it to the log and
 // adds it to the index. Under SyncGroup (as != nil) the assigned fields go
 // to as (filled in once durable); otherwise into the messages. Callers
 // hold mu exclusively. It returns the log offset just past the batch and
@@ -239,23 +238,28 @@ func (s *Store) write(msgs []*Message, as []assigned, lost bool, now time.Time) 
 		stored = s.lastStored // StoredAt never decreases along the log
 	}
 	// Assign offsets and placement without touching any shared state, so a
-	// refusal or an error below leaves everything as it was. Where wal
-	// starts a new segment and how it frames an entry is predicted here and
-	// verified against the files (verify.go) before any entry is used.
+	// refusal or an error below leaves everything as it was. Where the log
+	// starts a new segment (where wal would) and how it frames an entry is
+	// decided here and verified against the files (verify.go) before any
+	// entry is used.
 	pl := s.plBuf[:0]
 	size := s.tailSize
+	group := s.opts.Sync == SyncGroup
+	fr := &s.batch
+	if group {
+		fr = &s.pend // written by the group-commit leader, with the round (writePending)
+	} else {
+		fr.reset()
+	}
+	// Framed, the batch goes to fr.buf from base on; fpos follows it, so a
+	// roll knows where in fr.buf its segment begins.
+	base := len(fr.buf)
+	fpos := base
 	var rolls []roll
 	segSize := int64(s.opts.SegmentSize)
-	if size > segSize { // wal starts a new segment before the batch
-		rolls = append(rolls, roll{uint64(s.written) + 1, size})
+	if size > segSize { // a new segment before the batch (SegmentSize shrank since the tail was written)
+		rolls = append(rolls, roll{uint64(s.written) + 1, size, fpos})
 		size = 0
-	}
-	group := s.opts.Sync == SyncGroup
-	wb := &s.batch
-	if group {
-		wb = &s.pend // written by the group-commit leader, with the round (writePending)
-	} else {
-		wb.Clear()
 	}
 	buf := s.encBuf[:0]
 	for i, m := range msgs {
@@ -294,8 +298,9 @@ func (s *Store) write(msgs []*Message, as []assigned, lost bool, now time.Time) 
 		pl = append(pl, placed{q: q, qoff: qoff, pos: size + hdr, size: n,
 			entry: entry{logOffset: loff, storedAt: stored.UnixNano(), pos: size + hdr, size: uint32(n)}})
 		size += hdr + int64(n)
-		if size >= segSize { // wal closes the segment after this entry
-			rolls = append(rolls, roll{uint64(loff) + 2, size})
+		fpos += int(hdr) + n
+		if size >= segSize { // the segment is closed after this entry (as wal does)
+			rolls = append(rolls, roll{uint64(loff) + 2, size, fpos})
 			size = 0
 		}
 	}
@@ -303,23 +308,21 @@ func (s *Store) write(msgs []*Message, as []assigned, lost bool, now time.Time) 
 	s.plBuf = pl[:0]
 	at := 0
 	for i := range pl {
-		wb.Write(uint64(s.written)+uint64(i)+1, buf[at:at+pl[i].size])
+		fr.buf = appendFrame(fr.buf, buf[at:at+pl[i].size])
 		at += pl[i].size
 	}
+	fr.rolls = append(fr.rolls, rolls...)
 	lastPl := pl[len(pl)-1]
 	frame := frameCheck{pos: lastPl.pos, size: uint32(lastPl.size)}
 	copy(frame.head[:], buf[len(buf)-lastPl.size:])
 	if size == 0 {
 		frame = frameCheck{} // the last record closed its segment (checked at the roll)
 	}
-	if group {
-		s.pendRolls = append(s.pendRolls, rolls...)
-		s.pendBytes += int64(len(buf))
-	} else {
-		if err := s.walWrite(wb); err != nil {
-			return 0, nil, s.fail(fmt.Errorf("wal write: %w", err))
+	if !group {
+		if err := s.logWrite(fr); err != nil {
+			return 0, nil, s.fail(fmt.Errorf("log write: %w", err))
 		}
-		// The records are in the wal; from here on, memory follows.
+		// The records are in the log; from here on, memory follows.
 		for _, r := range rolls {
 			if err := s.addSegment(r.start, r.prevSize); err != nil {
 				return 0, nil, s.fail(err)
@@ -363,7 +366,7 @@ func (s *Store) write(msgs []*Message, as []assigned, lost bool, now time.Time) 
 	if len(buf) > 1<<20 {
 		s.encBuf = nil // do not pin a large batch's buffer
 		if !group {
-			s.batch = wal.Batch{}
+			s.batch = frames{}
 		}
 	}
 	var notes []notice
@@ -387,7 +390,7 @@ func (s *Store) write(msgs []*Message, as []assigned, lost bool, now time.Time) 
 	return s.written, notes, nil
 }
 
-// addSegment registers a segment wal just created, after checking that the
+// addSegment registers a segment the log writer just created, after checking that the
 // segment before it ended where the store placed its records. Callers hold
 // mu.
 func (s *Store) addSegment(start uint64, prevSize int64) error {
@@ -396,11 +399,6 @@ func (s *Store) addSegment(start uint64, prevSize int64) error {
 		return err
 	}
 	prev.size = prevSize
-	// wal keeps the closed segment's bytes in its read cache (at most one
-	// segment: SegmentCacheSize 1). The store never reads through wal, but
-	// freeing them at every roll measured 25% slower batch appends: the
-	// smaller heap makes the collector run far more often while wal grows
-	// the new segment's buffer. One cached segment is the bounded price.
 	sg := &segment{start: start, path: s.walDir + string(os.PathSeparator) + segmentName(start)}
 	f, err := os.Open(sg.path)
 	if err != nil {
@@ -419,59 +417,55 @@ func (s *Store) addSegment(start uint64, prevSize int64) error {
 func (s *Store) now() time.Time { return s.opts.Now() }
 
 // pendingWrite is a group-commit round's records taken out of Store.pend,
-// and what the wal holds once they are written.
+// and what the log holds once they are written.
 type pendingWrite struct {
-	b       *wal.Batch
-	bytes   int64
-	rolls   []roll
+	fr      *frames
 	written int64
 	tail    int64
 	frame   frameCheck
 }
 
-// takePending takes the records waiting for the wal (SyncGroup). Callers
+// takePending takes the records waiting for the log (SyncGroup). Callers
 // hold ioMu and mu.
 func (s *Store) takePending() (pendingWrite, bool) {
 	if s.walWritten == s.written {
 		return pendingWrite{}, false
 	}
-	p := pendingWrite{b: new(wal.Batch), bytes: s.pendBytes, rolls: s.pendRolls, written: s.written, tail: s.tailSize, frame: s.lastFrame}
-	s.pendBytes = 0
-	*p.b, s.pend, s.spare = s.pend, s.spare, wal.Batch{}
-	s.pendRolls = nil
+	p := pendingWrite{fr: new(frames), written: s.written, tail: s.tailSize, frame: s.lastFrame}
+	*p.fr, s.pend, s.spare = s.pend, s.spare, frames{}
 	return p, true
 }
 
-// writePending writes a round's records to the wal in one WriteBatch, then
-// registers the segments it started. Callers hold ioMu (so nothing else
-// writes the wal) and not mu; the result is applied under mu by
-// applyPending.
+// writePending writes a round's records to the log, one write per segment
+// it touches. Callers hold ioMu (so nothing else writes the log) and not
+// mu; the result is applied under mu by applyPending.
 func (s *Store) writePending(p pendingWrite) error {
-	if err := s.walWrite(p.b); err != nil {
-		return fmt.Errorf("wal write: %w", err)
+	if err := s.logWrite(p.fr); err != nil {
+		return fmt.Errorf("log write: %w", err)
 	}
 	return nil
 }
 
-// applyPending records that p is in the wal. Callers hold ioMu and mu.
+// applyPending records that p is in the log and registers the segments it
+// started. Callers hold ioMu and mu.
 func (s *Store) applyPending(p pendingWrite, werr error) error {
 	if werr != nil {
 		return s.fail(werr)
 	}
-	for _, r := range p.rolls {
+	for _, r := range p.fr.rolls {
 		if err := s.addSegment(r.start, r.prevSize); err != nil {
 			return s.fail(err)
 		}
 	}
 	s.walWritten, s.walTail, s.walFrame = p.written, p.tail, p.frame
-	if p.bytes < 1<<20 { // reuse the buffers of a round of ordinary size
-		p.b.Clear()
-		s.spare = *p.b
+	if cap(p.fr.buf) <= 1<<20 { // reuse the buffers of a round of ordinary size
+		p.fr.reset()
+		s.spare = *p.fr
 	}
 	return nil
 }
 
-// flushPendingLocked writes what waits for the wal while holding mu (a
+// flushPendingLocked writes what waits for the log while holding mu (a
 // checkpoint, retention). Callers hold ioMu and mu.
 func (s *Store) flushPendingLocked() error {
 	p, ok := s.takePending()

@@ -7,9 +7,9 @@ import (
 )
 
 // Group commit (SyncGroup). An appender places and encodes its records
-// under mu, writes them to the wal (opened NoSync: a write to the page
-// cache) and registers a waiter. The first appender to find nobody
-// fsyncing becomes the leader (see lead): it verifies and fsyncs
+// under mu, queues them for the log and registers a waiter. The first
+// appender to find nobody fsyncing becomes the leader (see lead): it writes
+// the queued records in one write (to the page cache), verifies and fsyncs
 // everything written so far, outside mu, then marks it durable, makes it
 // visible and answers exactly the waiters it covered; the appenders that
 // arrive meanwhile write the next group while that fsync runs. One fsync
@@ -84,7 +84,7 @@ func (s *Store) fsyncLog() error {
 		return err
 	}
 	if p, ok := s.takePending(); ok {
-		// The round's records go to the wal in one WriteBatch, outside mu:
+		// The round's records go to the log in one write, outside mu:
 		// the appenders place the next round meanwhile.
 		s.mu.Unlock()
 		werr := s.writePending(p)
@@ -105,7 +105,7 @@ func (s *Store) fsyncLog() error {
 		return nil
 	}
 	s.dirDirty = false
-	// Segments before the tail were fsynced by wal when it closed them.
+	// Segments before the tail were fsynced when the log writer rolled.
 	f := s.segs[len(s.segs)-1].f
 	s.mu.Unlock()
 

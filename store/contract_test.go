@@ -13,7 +13,6 @@ import (
 	"github.com/brokercore/brokercore/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/tidwall/wal"
 )
 
 func TestBadInputIsErrInvalidAndWritesNothingOfTheBatch(t *testing.T) {
@@ -323,7 +322,7 @@ func TestFailedWritePutsTheStoreInAFailedStateWithNothingVisible(t *testing.T) {
 			s := openT(t, dir, Options{Sync: pol})
 			require.NoError(t, s.Append(msg("t", 0, "kept")))
 			s.mu.Lock()
-			s.walWrite = func(*wal.Batch) error { return errors.New("ENOSPC") }
+			s.logWrite = func(*frames) error { return errors.New("ENOSPC") }
 			s.mu.Unlock()
 			m := msg("t", 0, "lost")
 			require.ErrorIs(t, s.Append(m), ErrFailed)

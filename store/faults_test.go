@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/tidwall/wal"
 
 	"github.com/brokercore/brokercore/internal/fsx"
 	"github.com/brokercore/brokercore/internal/fsx/fsxtest"
@@ -165,8 +164,9 @@ func TestFullDiskFailsTheLogForReal(t *testing.T) {
 	}
 }
 
-// A wal whose framing or roll differs from what the store placed must put
-// the store into its failed state before any entry pointing at it is used.
+// A log write whose framing or roll differs from what the store placed must
+// put the store into its failed state before any entry pointing at it is
+// used.
 func TestWalThatFramesDifferentlyFailsTheStoreBeforeAnyRead(t *testing.T) {
 	for _, pol := range []SyncPolicy{SyncGroup, SyncNone} {
 		t.Run(pol.String(), func(t *testing.T) {
@@ -175,11 +175,12 @@ func TestWalThatFramesDifferentlyFailsTheStoreBeforeAnyRead(t *testing.T) {
 			require.NoError(t, s.Append(msg("t", 0, "fine")))
 			s.mu.Lock()
 			tail := s.segs[len(s.segs)-1].path
-			s.walWrite = func(b *wal.Batch) error {
-				if err := s.wal.WriteBatch(b); err != nil {
+			inner := s.logWrite
+			s.logWrite = func(fr *frames) error {
+				if err := inner(fr); err != nil {
 					return err
 				}
-				// A newer wal that adds a trailer to every entry.
+				// A writer that adds a trailer to every write.
 				f, err := os.OpenFile(tail, os.O_WRONLY|os.O_APPEND, 0)
 				if err != nil {
 					return err
@@ -209,12 +210,10 @@ func TestWalThatRollsDifferentlyFailsTheStore(t *testing.T) {
 	s := openT(t, dir, Options{SegmentSize: 4096})
 	defer s.Close()
 	require.NoError(t, s.Append(msg("t", 0, "fine")))
-	// A wal version that rolls at a different size than the store predicts.
+	// A writer that does not roll where the store placed a new segment.
 	s.mu.Lock()
-	require.NoError(t, s.wal.Close())
-	w, err := wal.Open(s.walDir, &wal.Options{NoSync: true, SegmentSize: 1024, AllowEmpty: true})
-	require.NoError(t, err)
-	s.wal = w
+	inner := s.logWrite
+	s.logWrite = func(fr *frames) error { return inner(&frames{buf: fr.buf}) }
 	s.mu.Unlock()
 	var failed error
 	for i := 0; i < 100 && failed == nil; i++ {
@@ -223,6 +222,6 @@ func TestWalThatRollsDifferentlyFailsTheStore(t *testing.T) {
 	require.ErrorIs(t, failed, ErrFailed)
 	assert.Contains(t, failed.Error(), "wal diverged")
 	visible := s.MaxOffset("t", 0)
-	_, err = s.Read("t", 0, 0, int(visible)+1)
+	_, err := s.Read("t", 0, 0, int(visible)+1)
 	require.ErrorIs(t, err, ErrFailed)
 }

@@ -40,8 +40,8 @@ const (
 	// DefaultSyncEvery is the fsync period under SyncInterval.
 	DefaultSyncEvery = time.Second
 	// DefaultSegmentSize is the size at which a log segment is closed and a
-	// new one started. The tail segment is held in memory by tidwall/wal, so
-	// this also bounds the log's heap use.
+	// new one started. Open reads the tail segment once (tidwall/wal checks
+	// it), so this also bounds Open's transient memory.
 	DefaultSegmentSize = 16 << 20
 	// DefaultRetainEvery is the period of the background retention pass.
 	DefaultRetainEvery = time.Minute

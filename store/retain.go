@@ -13,9 +13,10 @@ import (
 // dropped. It returns the number of segments dropped. It also runs every
 // Options.RetainEvery in the background.
 //
-// Segments go through tidwall/wal's TruncateFront, never by deleting files
-// under the open wal. TruncateFront rewrites the first kept segment (a copy
-// of up to SegmentSize bytes per pass): that is the price.
+// Dropped segments' files are removed, oldest first, after a checkpoint
+// recorded where the log now starts: an Open after a crash in between
+// finishes the removal (through tidwall/wal's TruncateFront). No kept
+// segment is rewritten.
 func (s *Store) Retain() (segments int, err error) {
 	s.retainMu.Lock()
 	defer s.retainMu.Unlock()
@@ -56,8 +57,8 @@ type trim struct {
 	below int64
 }
 
-// dropSegments removes the n oldest segments through wal.TruncateFront and
-// raises every queue's minimum past them; it returns the index space that
+// dropSegments removes the n oldest segments' files and raises every
+// queue's minimum past them; it returns the index space that
 // may be freed.
 func (s *Store) dropSegments(n int) (int, []trim, error) {
 	s.ioMu.Lock()
@@ -71,18 +72,17 @@ func (s *Store) dropSegments(n int) (int, []trim, error) {
 		n = len(s.segs) - 1
 	}
 	keep := s.segs[n]
-	for _, sg := range s.segs[:n+1] {
+	// The segments before keep go whole: removing their files leaves the
+	// log starting at keep's first record, as wal names it (what
+	// wal.TruncateFront does at a segment's start, less its copy of keep).
+	// The checkpoint recorded the new start before (retainOnce): a crash
+	// in between is finished at Open.
+	for _, sg := range s.segs[:n] {
 		sg.close() // after the reads already using it
+		if err := os.Remove(sg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return 0, nil, s.fail(fmt.Errorf("retention: remove %s before %d: %w", sg.path, keep.start, err))
+		}
 	}
-	if err := s.wal.TruncateFront(keep.start); err != nil {
-		return 0, nil, s.fail(fmt.Errorf("retention: wal truncate front to %d: %w", keep.start, err))
-	}
-	// wal rewrote the first kept segment as a new file: read that one.
-	f, err := os.Open(keep.path)
-	if err != nil {
-		return 0, nil, s.fail(fmt.Errorf("retention: reopen %s: %w", keep.path, err))
-	}
-	keep.f = f
 	s.segs = append([]*segment(nil), s.segs[n:]...)
 	s.logMin = int64(s.segs[0].start) - 1
 	if err := syncDir(s.walDir); err != nil {

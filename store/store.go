@@ -31,7 +31,7 @@ type Store struct {
 	log    *slog.Logger
 	fs     fsx.FS     // every file the store writes that is not the log
 	files  *fileCache // the open index files (at most Options.MaxOpenFiles)
-	wal    *wal.Log
+	lw     *logWriter // appends to the tail segment (logwrite.go)
 	lockF  *os.File
 
 	retainMu sync.Mutex
@@ -62,15 +62,13 @@ type Store struct {
 	// What is in the wal (verify.go checks it): the log offsets below
 	// walWritten, the tail's size and its last record. Under SyncGroup the
 	// records of a group-commit round wait in pend (with the segment rolls
-	// they cause) and the leader writes them in one WriteBatch; otherwise
-	// each Append writes its own.
+	// they cause) and the leader writes them in one write; otherwise each
+	// Append writes its own.
 	walWritten int64
 	walTail    int64
 	walFrame   frameCheck
-	pend       wal.Batch
-	pendRolls  []roll
-	pendBytes  int64
-	spare      wal.Batch
+	pend       frames
+	spare      frames
 	written    int64 // next log offset to assign (and to reach the wal)
 	verified   int64 // log offsets below it are where the store's positions say (verify.go)
 	durable    int64 // log offsets below it are fsynced
@@ -95,7 +93,7 @@ type Store struct {
 	answer      []chan error // the waiters an fsync answers, outside mu (ioMu)
 	walCond     *sync.Cond
 
-	batch  wal.Batch
+	batch  frames
 	encBuf []byte
 	plBuf  []placed
 
@@ -116,10 +114,10 @@ type Store struct {
 	// floors are the released topics (release.go), under mu.
 	floors map[string]int64
 
-	// syncFile is (*os.File).Sync and walWrite is wal.WriteBatch; tests
-	// replace them to inject failures.
+	// syncFile is (*os.File).Sync and logWrite is lw.write; tests replace
+	// them to inject failures.
 	syncFile func(*os.File) error
-	walWrite func(*wal.Batch) error
+	logWrite func(*frames) error
 }
 
 // pendingVis is a queue's new MaxOffset that becomes visible once the log is
@@ -168,7 +166,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		syncFile: (*os.File).Sync,
 		retained: 1,
 	}
-	s.walWrite = func(b *wal.Batch) error { return s.wal.WriteBatch(b) }
+	s.logWrite = func(fr *frames) error { return s.lw.write(fr) }
 	s.walCond = sync.NewCond(&s.mu)
 	s.gatherTimer = time.NewTimer(time.Hour)
 	s.gatherTimer.Stop()
@@ -230,33 +228,8 @@ func (s *Store) open() error {
 	if err := s.cutTail(ins); err != nil {
 		return err
 	}
-	s.wal, err = wal.Open(s.walDir, &wal.Options{
-		NoSync:           true, // the store fsyncs, once per group
-		SegmentSize:      s.opts.SegmentSize,
-		SegmentCacheSize: 1,
-		AllowEmpty:       true,
-		DirPerms:         0o750,
-		FilePerms:        0o640,
-	})
-	if err != nil {
-		return fmt.Errorf("open wal %s: %w", s.walDir, err)
-	}
-	last, err := s.wal.LastIndex()
-	if err != nil {
+	if err := s.checkWal(ins, facts); err != nil {
 		return err
-	}
-	s.written = int64(last) // wal index = log offset + 1
-	if len(ins.segs) > 0 && s.written != ins.next {
-		return fmt.Errorf("%w: wal reports last index %d, the store's scan of its segments found %d", ErrCorrupt, last, ins.next)
-	}
-	if facts.known {
-		s.retained = facts.retained
-		if first, err := s.wal.FirstIndex(); err == nil && first < s.retained && s.retained <= last+1 {
-			// Retention recorded what it removes before removing it: finish.
-			if err := s.wal.TruncateFront(s.retained); err != nil {
-				return fmt.Errorf("finish retention: %w", err)
-			}
-		}
 	}
 	if segs, err = listSegments(s.walDir); err != nil {
 		return err
@@ -284,6 +257,9 @@ func (s *Store) open() error {
 	if err := s.syncFile(tail.f); err != nil {
 		return err
 	}
+	if s.lw, err = openLogWriter(s.walDir, tail); err != nil {
+		return err
+	}
 	s.durable, s.verified = s.written, s.written
 	s.walWritten, s.walTail = s.written, s.tailSize // all of it is in the wal
 	if err := s.loadIndex(ck, ins.cut.bytes); err != nil {
@@ -306,6 +282,49 @@ func (s *Store) open() error {
 	}
 	if changed {
 		return s.checkpoint()
+	}
+	return nil
+}
+
+// checkWal opens the log with tidwall/wal, which checks every segment's
+// name and the tail's framing, creates the first segment of a new log and
+// finishes an interrupted retention; then closes it. It sets written.
+func (s *Store) checkWal(ins *inspection, facts logFacts) error {
+	l, err := wal.Open(s.walDir, &wal.Options{
+		NoSync:           true, // the store fsyncs
+		SegmentSize:      s.opts.SegmentSize,
+		SegmentCacheSize: 1,
+		AllowEmpty:       true,
+		DirPerms:         0o750,
+		FilePerms:        0o640,
+	})
+	if err != nil {
+		return fmt.Errorf("open wal %s: %w", s.walDir, err)
+	}
+	err = s.checkWalOpen(l, ins, facts)
+	if cerr := l.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close wal %s: %w", s.walDir, cerr)
+	}
+	return err
+}
+
+func (s *Store) checkWalOpen(l *wal.Log, ins *inspection, facts logFacts) error {
+	last, err := l.LastIndex()
+	if err != nil {
+		return err
+	}
+	s.written = int64(last) // wal index = log offset + 1
+	if len(ins.segs) > 0 && s.written != ins.next {
+		return fmt.Errorf("%w: wal reports last index %d, the store's scan of its segments found %d", ErrCorrupt, last, ins.next)
+	}
+	if facts.known {
+		s.retained = facts.retained
+		if first, err := l.FirstIndex(); err == nil && first < s.retained && s.retained <= last+1 {
+			// Retention recorded what it removes before removing it: finish.
+			if err := l.TruncateFront(s.retained); err != nil {
+				return fmt.Errorf("finish retention: %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -413,11 +432,10 @@ func (s *Store) closeFiles() error {
 	}
 	s.waiters = nil
 	var errs []error
-	if s.wal != nil {
-		if err := s.wal.Close(); err != nil && !errors.Is(err, wal.ErrClosed) {
-			errs = append(errs, err)
-		}
+	if err := s.lw.close(); err != nil {
+		errs = append(errs, err)
 	}
+	s.lw = nil
 	for _, sg := range s.segs {
 		sg.close()
 	}
