@@ -235,21 +235,27 @@ func (s *Store) checkpoint(syncLog ...bool) error {
 		return err
 	}
 	ck.journalGen, ck.journalSize, ck.logFlushed = s.jr.gen, s.jr.size, s.lidx.flushed
-	// Every queue's offsets, encoded straight from s.order (kept sorted,
-	// re-sorted only after new queues): a checkpoint at 100,000 queues
-	// neither sorts nor allocates per queue.
+	// Every queue's offsets, copied from s.order (kept sorted, re-sorted
+	// only after new queues) under mu and encoded after it: a checkpoint
+	// at 100,000 queues neither sorts nor allocates per queue, and holds
+	// mu only for the copy (encoding them under it measured 3.7 ms a
+	// checkpoint at 100,000 queues, a quarter of the appends' time).
 	if !s.orderSorted {
 		slices.SortFunc(s.order, compareQueues)
 		s.orderSorted = true
 	}
-	qs := s.ckptQueues[:0]
+	snap := s.ckptSnap[:0]
 	for _, q := range s.order {
-		qs = appendCkptQueue(qs, ckptQueue{topic: q.topic, id: q.id, next: q.next, min: q.min, lastLog: q.lastLog, flushed: q.idx.flushed})
+		snap = append(snap, ckptQueue{topic: q.topic, id: q.id, next: q.next, min: q.min, lastLog: q.lastLog, flushed: q.idx.flushed})
 	}
-	nq := len(s.order)
 	s.mu.Unlock()
 	s.ioMu.Unlock()
-	s.ckptQueues = qs
+	qs := s.ckptQueues[:0]
+	for _, q := range snap {
+		qs = appendCkptQueue(qs, q)
+	}
+	nq := len(snap)
+	s.ckptQueues, s.ckptSnap = qs, snap
 
 	if len(syncLog) == 0 || syncLog[0] {
 		if err := s.fsyncLog(); err != nil {

@@ -47,7 +47,9 @@ type Store struct {
 	nq          int
 	order       []*queue // every queue, sorted by (topic, id) when orderSorted (the checkpoint's order)
 	orderSorted bool
-	// The checkpoint's buffers (ckptMu): its queues, encoded, and the file.
+	// The checkpoint's buffers (ckptMu): its queues, copied and encoded,
+	// and the file.
+	ckptSnap            []ckptQueue
 	ckptQueues, ckptOut []byte
 	segs                []*segment // in order; the last one is being written
 	lidx                *indexFile // log offset -> entry, for ReadAt
