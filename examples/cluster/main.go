@@ -46,7 +46,7 @@ func run(args []string) int {
 	data := fs.String("data", "cluster-data", "data directory (with -bootstrap: the parent of n1, n2, n3)")
 	cluster := fs.String("cluster", "", "expected cluster id (refuse another cluster's data directory)")
 	verbose := fs.Bool("v", false, "debug logging")
-	timeout := fs.Duration("heartbeat", replica.DefaultHeartbeatTimeout, "raft heartbeat and election timeout (failover takes about twice this)")
+	timeout := fs.Duration("heartbeat", replica.DefaultHeartbeatTimeout, "raft heartbeat and election timeout (failover takes a little over this)")
 	groups := fs.Int("groups", 1, "raft groups the queues are sharded over (queue q in group q mod N); a data directory keeps its number")
 	logStore := fs.String("log-store", "", `raft log: "segment" (one fsync per batch) or "bolt"; default: the data directory's, "segment" for a new one`)
 	secretFile := fs.String("cluster-secret-file", "", "file holding the cluster's shared secret (at least 16 bytes, the same on every member): raft connections must prove it")

@@ -114,9 +114,19 @@ type Config struct {
 	// hint where reading may start).
 	Transactions *txn.Options
 
-	ApplyTimeout      time.Duration
-	HeartbeatTimeout  time.Duration
-	ElectionTimeout   time.Duration
+	ApplyTimeout time.Duration
+	// HeartbeatTimeout is how long a follower waits without hearing from
+	// its leader before it starts an election (raft's election timeout;
+	// the node checks it every HeartbeatTimeout/16, see contact.go);
+	// ElectionTimeout is how long a candidate waits for votes.
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+	// LeaderLeaseTimout is how long a leader leads without hearing from a
+	// quorum (default: DefaultLeaderLease, at most 9/10 of
+	// HeartbeatTimeout). It must be below HeartbeatTimeout for a follower
+	// to start an election as soon as its leader has been silent for
+	// HeartbeatTimeout; equal to it, raft's own check decides, one to
+	// three heartbeat timeouts after the last contact.
 	LeaderLeaseTimout time.Duration
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
@@ -190,7 +200,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ElectionTimeout = DefaultElectionTimeout
 	}
 	if c.LeaderLeaseTimout <= 0 {
-		c.LeaderLeaseTimout = min(DefaultLeaderLease, c.HeartbeatTimeout)
+		c.LeaderLeaseTimout = min(DefaultLeaderLease, c.HeartbeatTimeout-c.HeartbeatTimeout/10)
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold

@@ -33,7 +33,7 @@ type tcluster struct {
 func fastConfig(c *Config) {
 	c.HeartbeatTimeout = 250 * time.Millisecond
 	c.ElectionTimeout = 250 * time.Millisecond
-	c.LeaderLeaseTimout = 250 * time.Millisecond // = HeartbeatTimeout (its maximum): a leader stalled by a loaded machine under -race steps down only after 250 ms
+	c.LeaderLeaseTimout = 225 * time.Millisecond // the default, 9/10 of HeartbeatTimeout: a leader stalled by a loaded machine under -race steps down only after 225 ms
 	c.ApplyTimeout = 2 * time.Second
 	c.ScheduleTick = 10 * time.Millisecond
 	c.CommitEvery = 20 * time.Millisecond

@@ -135,8 +135,9 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.observePeers()
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.leaderLoop()
+	go n.watchContact()
 	return n, nil
 }
 
