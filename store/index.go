@@ -261,6 +261,10 @@ type queue struct {
 	lastLog int64 // log offset of the newest record, -1 if none
 	visible int64 // offsets below it are readable (lags next until fsync under SyncGroup)
 	idx     *indexFile
+	// The checkpoint's copy of the queue (Store.ckptSnap[ord]) is stale:
+	// it took an index entry since (Store.snapDirty).
+	ord        int
+	snapQueued bool
 }
 
 // search returns the first offset in [lo, hi) whose entry satisfies ok, or
@@ -311,6 +315,10 @@ func (s *Store) addEntry(x *indexFile, n int64, e entry) error {
 	if !x.queued {
 		x.queued = true
 		s.dirty = append(s.dirty, x)
+	}
+	if q := x.q; q != nil && !q.snapQueued {
+		q.snapQueued = true
+		s.snapDirty = append(s.snapDirty, q)
 	}
 	return x.add(n, e)
 }

@@ -248,6 +248,7 @@ func shrunk(buf []byte) []byte {
 // buffered (one write), flushing full buffers first. Callers hold mu
 // exclusively.
 func (s *Store) compactJournal() error {
+	s.snapStale = true // queues' offsets change outside the append path (snapshotQueues)
 	next, err := openJournal(s.fs, s.dir, s.jr.gen+1, 0)
 	if err != nil {
 		return err

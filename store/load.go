@@ -217,6 +217,7 @@ func (s *Store) removeIndex() error {
 // loadIndex brings the index up to the log: from the checkpoint when the log
 // and the index files prove it, else rebuilt from the oldest segment.
 func (s *Store) loadIndex(ck *checkpoint, cut int64) error {
+	s.snapStale = true // queues' offsets change outside the append path (snapshotQueues)
 	fromSeg, fromPos, why := s.provenStart(ck)
 	if why == "" {
 		var err error
@@ -363,6 +364,7 @@ func (s *Store) restoreEmptied(ck *checkpoint) error {
 // raiseMin moves q.min up to the first offset whose record is still in the
 // log (after retention dropped segments).
 func (s *Store) raiseMin(q *queue) error {
+	s.snapStale = true // queues' offsets change outside the append path (snapshotQueues)
 	if q.min >= q.next {
 		return nil
 	}

@@ -29,6 +29,7 @@ type lostFloors struct {
 // checkpoint recorded as issued, when the log lost records the checkpoint
 // recorded as durable. Callers are Open, before the store is shared.
 func (s *Store) fillLost(ck *checkpoint) error {
+	s.snapStale = true // queues' offsets change outside the append path (snapshotQueues)
 	if ck == nil || s.written >= ck.durable {
 		return nil
 	}
@@ -83,6 +84,7 @@ func (s *Store) fillLost(ck *checkpoint) error {
 // offset the checkpoint knew, as holes, once the log has every log offset
 // the checkpoint knew. Callers are Open.
 func (s *Store) raiseToCheckpoint(ck *checkpoint) error {
+	s.snapStale = true // queues' offsets change outside the append path (snapshotQueues)
 	if ck == nil || s.written < ck.next {
 		return nil
 	}

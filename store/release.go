@@ -153,6 +153,7 @@ func (s *Store) DeleteTopic(topic string) error {
 // the first record at or above it; an index file that holds nothing else
 // is removed. Callers hold mu exclusively.
 func (s *Store) releaseQueue(q *queue, floor int64) error {
+	s.snapStale = true // queues' offsets change outside the append path (snapshotQueues)
 	if q.lastLog < floor {
 		if q.min == q.next && q.idx.flushed == q.next && len(q.idx.buf) == 0 {
 			return nil // released before, nothing written since

@@ -47,9 +47,14 @@ type Store struct {
 	nq          int
 	order       []*queue // every queue, sorted by (topic, id) when orderSorted (the checkpoint's order)
 	orderSorted bool
-	// The checkpoint's buffers (ckptMu): its queues, copied and encoded,
-	// and the file.
+	// The checkpoint's copy of every queue's offsets, in s.order's order
+	// (ckptMu; written under mu): only the queues on snapDirty (their index
+	// took an entry) are copied again, unless snapStale (a queue's offsets
+	// changed otherwise: retention, release, a rebuild, Open) or the order
+	// changed. Then its queues, encoded, and the file.
 	ckptSnap            []ckptQueue
+	snapDirty           []*queue
+	snapStale           bool
 	ckptQueues, ckptOut []byte
 	segs                []*segment // in order; the last one is being written
 	lidx                *indexFile // log offset -> entry, for ReadAt
@@ -154,19 +159,20 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: MaxMessageSize %d above %d", ErrInvalid, opts.MaxMessageSize, MaxBatchBytes)
 	}
 	s := &Store{
-		dir:      dir,
-		walDir:   filepath.Join(dir, "log"),
-		opts:     opts,
-		log:      opts.Logger,
-		fs:       opts.fs,
-		files:    newFileCache(opts.fs, opts.MaxOpenFiles),
-		queues:   map[string]map[int]*queue{},
-		kick:     make(chan struct{}, 1),
-		gathered: make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		syncFile: (*os.File).Sync,
-		retained: 1,
+		dir:       dir,
+		walDir:    filepath.Join(dir, "log"),
+		opts:      opts,
+		log:       opts.Logger,
+		fs:        opts.fs,
+		files:     newFileCache(opts.fs, opts.MaxOpenFiles),
+		queues:    map[string]map[int]*queue{},
+		kick:      make(chan struct{}, 1),
+		gathered:  make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		syncFile:  (*os.File).Sync,
+		retained:  1,
+		snapStale: true,
 	}
 	s.logWrite = func(fr *frames) error { return s.lw.write(fr) }
 	s.walCond = sync.NewCond(&s.mu)
@@ -418,6 +424,9 @@ func (s *Store) Close() error {
 
 // closeIndex closes and forgets the index files (before a rebuild).
 func (s *Store) closeIndex() {
+	s.snapStale = true
+	clear(s.snapDirty)
+	s.snapDirty = s.snapDirty[:0]
 	s.files.closeAll()
 	s.closeJournal()
 	s.lidx = nil
