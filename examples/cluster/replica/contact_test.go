@@ -1,13 +1,12 @@
 package replica
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/examples/cluster/internal/testkit"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,31 +37,13 @@ func TestContactCheckDecidesOnRaftsOwnCriterion(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer the nodes' loggers share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // When the leader dies, a survivor starts the election as soon as the leader
 // has been silent for the heartbeat timeout, not when raft's own timer gets
 // to it. raft's timer may be first in one failover (its period is random),
 // so the leader is killed until a survivor's watch has acted, at most 8
 // times; without the watch it never does.
 func TestSilentLeaderIsNoticedAsSoonAsItsTimeoutRunsOut(t *testing.T) {
-	var logs syncBuffer
+	var logs testkit.LogBuffer
 	c := newCluster(t, 3, func(cfg *Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
