@@ -11,7 +11,7 @@ import (
 // BenchmarkAppend1KiB is the append rows' core without the harness: 1 KiB
 // messages, one or 128 per call, raw wal next to store Append under
 // SyncNone, on the same segment size. CPU per message and allocations are
-// what the store adds over the wal it is built on. One op = one message.
+// what the store adds over the wal whose format it writes. One op = one message.
 func BenchmarkAppend1KiB(b *testing.B) {
 	body := payload(bodySize)
 	for _, batch := range []int{1, 128} {

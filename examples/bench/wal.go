@@ -19,7 +19,9 @@ const walBatch64Sync = "wal WriteBatch(64) + fsync"
 
 // walAppendCase is raw tidwall/wal: one writer, Write of one entry (batch 1)
 // or WriteBatch of batch entries, with wal's own fsync per write when sync.
-// It is the ceiling: no checksums, no index, no offsets, no atomic batches.
+// It does less than the store (no checksums, no index, no offsets, no atomic
+// batches) but keeps the segment being written in memory, which the store's
+// own writer does not.
 func walAppendCase(system string, batch int, sync bool, n int64, budget time.Duration) *bcase {
 	op := "Write"
 	if batch > 1 {
