@@ -94,8 +94,8 @@
 //
 // # The packages
 //
-//   - [github.com/brokercore/brokercore/store]: the append-only log on
-//     github.com/tidwall/wal — atomic batches, CRC-32C records, torn-tail
+//   - [github.com/brokercore/brokercore/store]: the append-only log in
+//     github.com/tidwall/wal's format (wal checks it at Open) — atomic batches, CRC-32C records, torn-tail
 //     repair on Open, group commit, a per-queue index and a time index kept in
 //     files (bounded memory), retention of whole segments.
 //   - [github.com/brokercore/brokercore/pop]: pop / ack / change-invisible-time
