@@ -75,7 +75,7 @@ func (s *Store) dropSegments(n int) (int, []trim, error) {
 	// The segments before keep go whole: removing their files leaves the
 	// log starting at keep's first record, as wal names it (what
 	// wal.TruncateFront does at a segment's start, less its copy of keep).
-	// The checkpoint recorded the new start before (retainOnce): a crash
+	// The checkpoint recorded the new start before (Retain): a crash
 	// in between is finished at Open.
 	for _, sg := range s.segs[:n] {
 		sg.close() // after the reads already using it
