@@ -10,7 +10,8 @@ import "time"
 // Self is this process's user+system CPU time (0 where it cannot be read).
 func Self() time.Duration { return self() }
 
-// Process is the user+system CPU time of process pid, read from /proc
-// (Linux; in clock ticks of 10 ms, so read it over seconds of work); false
-// where it cannot be read.
+// Process is the CPU time of process pid, read from /proc (Linux): the
+// scheduler's runtime of its threads in nanoseconds where the kernel shows
+// it (/proc/<pid>/task/*/sched), else user+system time in clock ticks of
+// 10 ms (then read it over seconds of work); false where it cannot be read.
 func Process(pid int) (time.Duration, bool) { return process(pid) }
