@@ -19,6 +19,7 @@ func (s *Store) validate(i int, m *Message) error {
 type waiter struct {
 	end  int64
 	done chan error
+	n    int // records
 }
 
 // errLead on a waiter's channel hands it the lead (see Store.lead); it is
@@ -94,8 +95,9 @@ func (s *Store) Append(msgs ...*Message) error {
 		return nil
 	}
 	w := waiterPool.Get().(chan error)
-	s.waiters = append(s.waiters, waiter{end: end, done: w})
-	if s.gatherWant > 0 && len(s.waiters) >= s.gatherWant {
+	s.waiters = append(s.waiters, waiter{end: end, done: w, n: len(msgs)})
+	s.waitRecs += len(msgs)
+	if s.gatherWant > 0 && s.waitRecs >= s.gatherWant {
 		s.gatherWant = 0 // the group is complete: wake the leader
 		select {
 		case s.gathered <- struct{}{}:
@@ -106,7 +108,7 @@ func (s *Store) Append(msgs ...*Message) error {
 	s.syncing = true
 	s.mu.Unlock()
 	if lead {
-		s.lead(maxLeadRounds)
+		s.lead(maxLeadRounds, len(msgs))
 	}
 	for {
 		// Answered once an fsync covered the batch; or handed the lead by
@@ -114,7 +116,7 @@ func (s *Store) Append(msgs ...*Message) error {
 		if err = <-w; err != errLead {
 			break
 		}
-		s.lead(maxLeadRounds)
+		s.lead(maxLeadRounds, len(msgs))
 	}
 	waiterPool.Put(w)
 	if err != nil {
@@ -159,7 +161,7 @@ const maxLeadRounds = 4
 // up the lead: to the oldest waiter if any is left, so leadership stays
 // with the appenders and no goroutine hand-off sits in a lone appender's
 // path.
-func (s *Store) lead(max int) {
+func (s *Store) lead(max, own int) {
 	for n := 0; ; n++ {
 		s.mu.Lock()
 		if len(s.waiters) == 0 || s.failErr != nil || s.filesClosed || n == max {
@@ -175,9 +177,10 @@ func (s *Store) lead(max int) {
 		last, took := s.lastGroup, s.lastFsync
 		s.mu.Unlock()
 		if n == 1 {
-			// The last fsync answered this leader too, and its caller
-			// appends nothing more until lead returns: do not wait for it.
-			last--
+			// The last fsync answered this leader's own records too, and
+			// its caller appends nothing more until lead returns: do not
+			// wait for them.
+			last -= own
 		}
 		s.gather(last, took)
 		// A failure is recorded in the failed state and answered to every
@@ -200,10 +203,13 @@ func (s *Store) lead(max int) {
 // with half, 61–63 with a whole fsync). The whole wait is paid only when
 // an appender of the last round does not append again, and the group
 // size waited for follows the last round: each appender that stops costs
-// one wait.
+// one wait. The group is counted in messages, not appenders: one appender
+// may carry many senders' messages (a broker that appends the sends of one
+// read burst together), and how they split into appends changes from one
+// round to the next while how many come back does not.
 func (s *Store) gather(last int, took time.Duration) {
 	s.mu.Lock()
-	if len(s.waiters) >= last || took <= 0 || s.failErr != nil || s.filesClosed {
+	if s.waitRecs >= last || took <= 0 || s.failErr != nil || s.filesClosed {
 		s.mu.Unlock()
 		return
 	}

@@ -89,11 +89,12 @@ type Store struct {
 	damaged    map[int64]struct{} // log offsets of records judged damaged (lost.go); reads skip them
 	pending    []pendingVis
 	waiters    []waiter      // SyncGroup appends waiting for their fsync, in log order
+	waitRecs   int           // the messages of waiters
 	syncing    bool          // SyncGroup: a leader is fsyncing
-	lastGroup  int           // appenders around the last fsync: answered + still waiting
+	lastGroup  int           // messages around the last fsync: answered + still waiting
 	lastFsync  time.Duration // how long it took
-	// The leader waiting for the appenders of the last group (gather):
-	// the appender that brings waiters to gatherWant signals gathered.
+	// The leader waiting for the messages of the last group (gather): the
+	// appender that brings waitRecs to gatherWant signals gathered.
 	gatherWant  int
 	gathered    chan struct{}
 	gatherTimer *time.Timer  // the leader's (one at a time)
@@ -378,7 +379,7 @@ func (s *Store) fail(err error) error {
 		for _, w := range s.waiters {
 			w.done <- s.failErr
 		}
-		s.waiters = nil
+		s.waiters, s.waitRecs = nil, 0
 		s.walCond.Broadcast()
 	}
 	return s.failErr
@@ -441,7 +442,7 @@ func (s *Store) closeFiles() error {
 	for _, w := range s.waiters { // none after a normal Close: the last fsync covered them
 		w.done <- ErrClosed
 	}
-	s.waiters = nil
+	s.waiters, s.waitRecs = nil, 0
 	var errs []error
 	if err := s.lw.close(); err != nil {
 		errs = append(errs, err)

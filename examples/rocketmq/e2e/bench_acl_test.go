@@ -266,6 +266,7 @@ func benchACLRawPaired(b *testing.B, flush string, on bool) {
 	brs := [2]*rmqtest.Broker{rawBroker(b, flush, false), rawBroker(b, flush, on)}
 	frame := rawSendFrame(b)
 	var cpu [2]time.Duration
+	st0 := [2]store.Stats{brs[0].Server.Core().Store().Stats(), brs[1].Server.Core().Store().Stats()}
 	b.ResetTimer()
 	for i := range pairedChunks {
 		n := b.N / pairedChunks
@@ -283,6 +284,15 @@ func benchACLRawPaired(b *testing.B, flush string, on bool) {
 	b.ReportMetric(float64(cpu[0].Microseconds())/float64(b.N), "off-cpu-µs/msg")
 	b.ReportMetric(float64(cpu[1].Microseconds())/float64(b.N), "on-cpu-µs/msg")
 	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "on/off")
+	for w, side := range []string{"off-", "on-"} {
+		st := brs[w].Server.Core().Store().Stats()
+		if n := st.Appends - st0[w].Appends; n > 0 {
+			b.ReportMetric(float64(st.Messages-st0[w].Messages)/float64(n), side+"msgs/append")
+		}
+		if n := st.Syncs - st0[w].Syncs; n > 0 {
+			b.ReportMetric(float64(st.SyncedRecords-st0[w].SyncedRecords)/float64(n), side+"records/sync")
+		}
+	}
 }
 
 // pairedChunks is how many slices of its sends each broker of

@@ -230,8 +230,15 @@ func (h *Handler) Batch(req *wire.Command) bool {
 	return ok && !IsAuthAdmin(req.Code) && bh.Batch(req)
 }
 
-// ServeBatch implements transport.BatchHandler: only requests Batch
-// accepted reach it, none of them ours.
+// DeferBatch implements transport.DeferredBatchHandler: as the wrapped
+// handler.
+func (h *Handler) DeferBatch(req *wire.Command) bool {
+	dh, ok := h.h.(transport.DeferredBatchHandler)
+	return ok && !IsAuthAdmin(req.Code) && dh.DeferBatch(req)
+}
+
+// ServeBatch implements transport.BatchHandler: only requests Batch or
+// DeferBatch accepted reach it, none of them ours.
 func (h *Handler) ServeBatch(ctx context.Context, c *transport.Conn, reqs []*wire.Command) []*wire.Command {
 	return h.h.(transport.BatchHandler).ServeBatch(ctx, c, reqs)
 }

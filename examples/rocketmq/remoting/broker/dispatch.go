@@ -73,6 +73,17 @@ func (b *Broker) Batch(req *wire.Command) bool {
 	return false
 }
 
+// DeferBatch implements transport.DeferredBatchHandler: without AsyncFlush
+// the sends of one read burst are appended together too (ServeBatch), off
+// the read loop, and wait for their fsync together.
+func (b *Broker) DeferBatch(req *wire.Command) bool {
+	switch req.Code {
+	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
+		return !b.opts.AsyncFlush && !halfRequest(req)
+	}
+	return false
+}
+
 // ServeBatch implements transport.BatchHandler: the sends of one read burst, in one
 // store append.
 func (b *Broker) ServeBatch(_ context.Context, c *transport.Conn, reqs []*wire.Command) []*wire.Command {

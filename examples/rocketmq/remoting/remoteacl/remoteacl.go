@@ -132,6 +132,13 @@ func (h *Handler) Batch(req *wire.Command) bool {
 	return ok && bh.Batch(req)
 }
 
+// DeferBatch implements transport.DeferredBatchHandler: as the wrapped
+// handler.
+func (h *Handler) DeferBatch(req *wire.Command) bool {
+	dh, ok := h.h.(transport.DeferredBatchHandler)
+	return ok && dh.DeferBatch(req)
+}
+
 // ServeBatch implements transport.BatchHandler: refused requests are
 // answered here, the others served together by the wrapped handler. A
 // batch that passes whole (the usual one) goes to the wrapped handler as

@@ -52,6 +52,19 @@ type BatchHandler interface {
 	ServeBatch(ctx context.Context, c *Conn, reqs []*wire.Command) []*wire.Command
 }
 
+// DeferredBatchHandler is an optional capability of a BatchHandler for
+// requests that must not be served on the read loop but are best served
+// together: sends that wait for an fsync. The requests DeferBatch accepts
+// are gathered as Batch's are (a gathered batch holds one kind or the
+// other), and served together by ServeBatch (Serve for a batch of one) on
+// a goroutine of their own, which counts as one of the connection's
+// requests in flight; their answers go out together. So the sends of one
+// read burst cost one store append and one goroutine, not one each.
+type DeferredBatchHandler interface {
+	BatchHandler
+	DeferBatch(req *wire.Command) bool
+}
+
 // Guard is an optional capability of a Handler that checks requests (access
 // control): Admit decides each request on the connection's read loop as
 // soon as it is decoded — while its fields and body are still in the
@@ -250,10 +263,12 @@ type Conn struct {
 	once   sync.Once
 
 	// batch (read loop only): requests of a BatchHandler read but not yet
-	// served, their body bytes and the read budget they hold.
-	batch      []*wire.Command
-	batchBytes int
-	batchCost  int64
+	// served, their body bytes and the read budget they hold; deferred:
+	// they are a DeferredBatchHandler's, served off the read loop.
+	batch         []*wire.Command
+	batchBytes    int
+	batchCost     int64
+	batchDeferred bool
 
 	rd         *connReader  // read loop only
 	budget     *budget      // read memory of this connection
@@ -386,6 +401,7 @@ func (c *Conn) readLoop() string {
 	s := c.srv
 	inl, _ := s.h.(InlineHandler)
 	bh, _ := s.h.(BatchHandler)
+	dh, _ := s.h.(DeferredBatchHandler)
 	for {
 		frame, cost, err := c.readFrame()
 		if err != nil {
@@ -447,7 +463,11 @@ func (c *Conn) readLoop() string {
 				continue
 			}
 		}
-		if bh != nil && bh.Batch(cmd) {
+		if deferred := dh != nil && dh.DeferBatch(cmd); deferred || (bh != nil && bh.Batch(cmd)) {
+			if len(c.batch) > 0 && c.batchDeferred != deferred {
+				c.serveBatch() // one kind per batch: what was read before goes first
+			}
+			c.batchDeferred = deferred
 			c.batch = append(c.batch, cmd)
 			c.batchCost += cost
 			if c.batchBytes += len(cmd.Body); len(c.batch) >= MaxBatchRequests || c.batchBytes >= maxBatchBodyBytes {
@@ -565,6 +585,10 @@ func (c *Conn) serveBatch() {
 	if len(reqs) == 0 {
 		return
 	}
+	if c.batchDeferred {
+		c.deferBatch()
+		return
+	}
 	c.batch, c.batchBytes = reqs[:0], 0
 	defer c.serveBatchCost()
 	if len(reqs) == 1 {
@@ -584,6 +608,41 @@ func (c *Conn) serveBatch() {
 		reqs[i] = nil
 	}
 	c.wmu.Unlock()
+}
+
+// deferBatch hands the gathered batch of a DeferredBatchHandler to a
+// goroutine of its own (read loop only), waiting for a free slot of the
+// connection's requests in flight as a request does. A closing connection
+// drops it: its answers could not go out.
+func (c *Conn) deferBatch() {
+	reqs := append([]*wire.Command(nil), c.batch...)
+	clear(c.batch)
+	cost := c.batchCost
+	c.batch, c.batchBytes, c.batchCost, c.batchDeferred = c.batch[:0], 0, 0, false
+	if !c.acquire() {
+		c.unreserve(cost)
+		return
+	}
+	c.wg.Add(1)
+	go c.serveDeferred(reqs, cost)
+}
+
+// serveDeferred serves a deferred batch and queues its answers for the
+// write loop.
+func (c *Conn) serveDeferred(reqs []*wire.Command, cost int64) {
+	defer func() { c.unreserve(cost); <-c.sem; c.wg.Done() }()
+	var resps []*wire.Command
+	if len(reqs) == 1 {
+		resps = []*wire.Command{c.srv.h.Serve(c.ctx, c, reqs[0])}
+	} else {
+		resps = c.srv.h.(BatchHandler).ServeBatch(c.ctx, c, reqs)
+	}
+	for i, req := range reqs {
+		if i < len(resps) && resps[i] != nil && !req.IsOneway() {
+			answer(req, resps[i])
+			c.enqueue(resps[i])
+		}
+	}
 }
 
 // flushInline writes out the inline answers waiting in bw; read loop only.
