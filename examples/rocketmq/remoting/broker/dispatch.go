@@ -75,11 +75,13 @@ func (b *Broker) Batch(req *wire.Command) bool {
 
 // DeferBatch implements transport.DeferredBatchHandler: without AsyncFlush
 // the sends of one read burst are appended together too (ServeBatch), off
-// the read loop, and wait for their fsync together.
+// the read loop, and wait for their fsync together. Not with a Writer,
+// which takes each send on its own (ServeBatch would hand them over one
+// after another, each waiting for the one before).
 func (b *Broker) DeferBatch(req *wire.Command) bool {
 	switch req.Code {
 	case wire.CodeSendMessage, wire.CodeSendMessageV2, wire.CodeSendBatchMessage:
-		return !b.opts.AsyncFlush && !halfRequest(req)
+		return !b.opts.AsyncFlush && b.opts.Writer == nil && !halfRequest(req)
 	}
 	return false
 }

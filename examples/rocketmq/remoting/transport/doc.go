@@ -7,7 +7,9 @@
 // which it serves on its own goroutine (or, for the cheap ones an
 // InlineHandler names, on the connection's read loop, their answers
 // written once per burst of input; those a BatchHandler names are served
-// together, once per burst) and answers by opaque in any order. A Guard
+// together, once per burst; those a DeferredBatchHandler names, such as
+// sends that wait for an fsync, together once per burst on a goroutine of
+// their own) and answers by opaque in any order. A Guard
 // (access control) decides each request on the read loop as soon as it is
 // decoded, before any of that. A ConnObserver hears of connections opening
 // and closing. Only broken
