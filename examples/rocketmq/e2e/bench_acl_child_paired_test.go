@@ -60,25 +60,18 @@ func benchACLChildPaired(b *testing.B, flush string, on bool) {
 	var bcpu, ccpu [2]time.Duration
 	body := make([]byte, 1024)
 	b.ResetTimer()
-	for i := range pairedChunks {
-		n := b.N / pairedChunks
-		if i < b.N%pairedChunks {
-			n++
+	alternateSlices(b, func(w, n int) {
+		pid := sides[w].c.cmd.Process.Pid
+		b0, ok0 := cpuclock.Process(pid)
+		c0 := cpuclock.Self()
+		sendSlice(b, sides[w].p, body, n)
+		ccpu[w] += cpuclock.Self() - c0
+		b1, ok1 := cpuclock.Process(pid)
+		if !ok0 || !ok1 {
+			b.Fatal("cpuclock: no CPU time for the child broker")
 		}
-		for k := range 2 {
-			w := (i + k) % 2 // off first in even slices, on first in odd ones
-			pid := sides[w].c.cmd.Process.Pid
-			b0, ok0 := cpuclock.Process(pid)
-			c0 := cpuclock.Self()
-			sendSlice(b, sides[w].p, body, n)
-			ccpu[w] += cpuclock.Self() - c0
-			b1, ok1 := cpuclock.Process(pid)
-			if !ok0 || !ok1 {
-				b.Fatal("cpuclock: no CPU time for the child broker")
-			}
-			bcpu[w] += b1 - b0
-		}
-	}
+		bcpu[w] += b1 - b0
+	})
 	b.StopTimer()
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
 	b.ReportMetric(per(bcpu[0]), "off-broker-cpu-µs/msg")

@@ -268,18 +268,11 @@ func benchACLRawPaired(b *testing.B, flush string, on bool) {
 	var cpu [2]time.Duration
 	st0 := [2]store.Stats{brs[0].Server.Core().Store().Stats(), brs[1].Server.Core().Store().Stats()}
 	b.ResetTimer()
-	for i := range pairedChunks {
-		n := b.N / pairedChunks
-		if i < b.N%pairedChunks {
-			n++
-		}
-		for k := range 2 {
-			w := (i + k) % 2 // off first in even slices, on first in odd ones
-			cpu0 := cpuclock.Self()
-			pipelineSends(b, brs[w].Broker, frame, n)
-			cpu[w] += cpuclock.Self() - cpu0
-		}
-	}
+	alternateSlices(b, func(w, n int) {
+		cpu0 := cpuclock.Self()
+		pipelineSends(b, brs[w].Broker, frame, n)
+		cpu[w] += cpuclock.Self() - cpu0
+	})
 	b.StopTimer()
 	b.ReportMetric(float64(cpu[0].Microseconds())/float64(b.N), "off-cpu-µs/msg")
 	b.ReportMetric(float64(cpu[1].Microseconds())/float64(b.N), "on-cpu-µs/msg")
@@ -298,6 +291,21 @@ func benchACLRawPaired(b *testing.B, flush string, on bool) {
 // pairedChunks is how many slices of its sends each broker of
 // BenchmarkRemotingACLRawPaired takes.
 const pairedChunks = 20
+
+// alternateSlices runs b.N messages of each of two sides in pairedChunks
+// slices, side 0 first in even slices and side 1 first in odd ones:
+// slice(w, n) runs n messages of side w.
+func alternateSlices(b *testing.B, slice func(w, n int)) {
+	for i := range pairedChunks {
+		n := b.N / pairedChunks
+		if i < b.N%pairedChunks {
+			n++
+		}
+		for k := range 2 {
+			slice((i+k)%2, n)
+		}
+	}
+}
 
 // rawBroker is the program with flush and ACL off or on, topic bench-send
 // created.

@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
-	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 )
 
@@ -21,21 +19,7 @@ import (
 func TestSyncFlushSendsOfABurstShareAnAppend(t *testing.T) {
 	core, err := brokercore.Open(t.TempDir(), brokercore.Options{})
 	require.NoError(t, err)
-	topics, err := broker.OpenTopics("", 4)
-	require.NoError(t, err)
-	b := broker.NewBroker(core, topics, broker.BrokerOptions{Addr: "127.0.0.1:10911"})
-	srv := transport.NewServer(b, transport.ServerOptions{Name: "broker"})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		require.NoError(t, srv.Close())
-		<-served
-		require.NoError(t, b.Close())
-		require.NoError(t, core.Close())
-	})
-	rc := dial(t, l.Addr().String())
+	rc := serveBroker(t, core, broker.BrokerOptions{Addr: "127.0.0.1:10911"}, core.Close)
 	require.Equal(t, wire.Success, rc.call(sendReq("orders", 1, "first")).Code) // the topic exists
 
 	const n = 32

@@ -2,14 +2,12 @@ package broker_test
 
 import (
 	"errors"
-	"net"
 	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
-	"github.com/brokercore/brokercore/examples/rocketmq/remoting/transport"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/txn"
 	"github.com/stretchr/testify/require"
@@ -47,21 +45,7 @@ func TestTransactionsNowNotWritableIsServiceNotAvailable(t *testing.T) {
 	bc, err := brokercore.Open(t.TempDir(), brokercore.Options{})
 	require.NoError(t, err)
 	core := &nowCore{Broker: bc}
-	topics, err := broker.OpenTopics("", 4)
-	require.NoError(t, err)
-	b := broker.NewBroker(core, topics, broker.BrokerOptions{Addr: "127.0.0.1:10911"})
-	srv := transport.NewServer(b, transport.ServerOptions{Name: "broker"})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		require.NoError(t, srv.Close())
-		<-served
-		require.NoError(t, b.Close())
-		require.NoError(t, bc.Close())
-	})
-	rc := dial(t, l.Addr().String())
+	rc := serveBroker(t, core, broker.BrokerOptions{Addr: "127.0.0.1:10911"}, bc.Close)
 
 	core.set(errors.Join(broker.ErrNotWritable, errors.New("leader is n2")))
 	resp := rc.call(halfReq("orders", "paid", "pg", "u1"))

@@ -76,9 +76,18 @@ func startWriterBroker(t *testing.T, w broker.Writer) (*rawConn, *store.Store) {
 	t.Helper()
 	core, err := brokercore.Open(t.TempDir(), brokercore.Options{})
 	require.NoError(t, err)
+	rc := serveBroker(t, core, broker.BrokerOptions{Addr: "127.0.0.1:10911", Writer: w, AsyncFlush: true}, core.Close)
+	return rc, core.Store()
+}
+
+// serveBroker serves a broker on core (4-queue topics) on 127.0.0.1 and
+// dials it; when the test ends the server, the broker and then closeCore
+// are closed.
+func serveBroker(t *testing.T, core broker.Core, opts broker.BrokerOptions, closeCore func() error) *rawConn {
+	t.Helper()
 	topics, err := broker.OpenTopics("", 4)
 	require.NoError(t, err)
-	b := broker.NewBroker(core, topics, broker.BrokerOptions{Addr: "127.0.0.1:10911", Writer: w, AsyncFlush: true})
+	b := broker.NewBroker(core, topics, opts)
 	srv := transport.NewServer(b, transport.ServerOptions{Name: "broker"})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -88,9 +97,9 @@ func startWriterBroker(t *testing.T, w broker.Writer) (*rawConn, *store.Store) {
 		require.NoError(t, srv.Close())
 		<-served
 		require.NoError(t, b.Close())
-		require.NoError(t, core.Close())
+		require.NoError(t, closeCore())
 	})
-	return dial(t, l.Addr().String()), core.Store()
+	return dial(t, l.Addr().String())
 }
 
 func withProps(c *wire.Command, props string) *wire.Command {
