@@ -18,8 +18,12 @@ import (
 // queues) and appends every other new entry to the index journal in one
 // write. The checkpoint records how far each index file and the journal
 // were written; Open reads the journal back into the buffers. Once the
-// journal passes journalMax, a checkpoint starts a new generation holding
-// only the entries still buffered. The journal is derived state like every
+// journal passes journalMax, and twice what its generation started with, a
+// checkpoint starts a new generation holding only the entries still
+// buffered: with many queues the buffered entries alone can pass
+// journalMax, and a generation that starts past it must not be compacted
+// again at every checkpoint (each compaction copies every buffered entry:
+// at 100,000 queues that made appends 4× slower). The journal is derived state like every
 // index file: damaged or short, the index is rebuilt from the log.
 //
 // A journal generation is the file index/journal.<gen>, a sequence of
@@ -27,10 +31,11 @@ import (
 // endian), payload. A payload is records: string topic ("" for the log-wide
 // index), uvarint queue id, uvarint first entry, uvarint count, count
 // entries of entrySize bytes.
-const (
-	journalPrefix = "journal."
-	journalMax    = 16 << 20
-)
+const journalPrefix = "journal."
+
+// journalMax is the size past which a checkpoint compacts the journal (a
+// variable for tests).
+var journalMax int64 = 16 << 20
 
 func journalPath(dir string, gen uint64) string {
 	return filepath.Join(dir, "index", journalPrefix+strconv.FormatUint(gen, 10))
@@ -41,6 +46,7 @@ type journal struct {
 	f    fsx.File
 	gen  uint64
 	size int64 // bytes written (what the next checkpoint vouches for)
+	base int64 // bytes a compaction started it with (0 when opened)
 	buf  []byte
 }
 
@@ -188,7 +194,8 @@ func (s *Store) loadJournal(ck *checkpoint) (why string, err error) {
 // persistIndex writes the index for a checkpoint: every buffer of at least
 // flushBytes to its file, every other new entry to the journal in one
 // block (or all buffered entries to a new journal generation once the
-// journal passed journalMax). Callers hold mu exclusively.
+// journal passed journalMax and doubled since its generation began).
+// Callers hold mu exclusively.
 func (s *Store) persistIndex() error {
 	if s.jr == nil {
 		j, err := openJournal(s.fs, s.dir, s.jgen+1, 0)
@@ -197,7 +204,7 @@ func (s *Store) persistIndex() error {
 		}
 		s.jr = j
 	}
-	if s.jr.size >= journalMax {
+	if s.jr.size >= max(journalMax, 2*s.jr.base) {
 		return s.compactJournal()
 	}
 	k := 0 // s.dirty[:k]: buffers kept on the list for the next checkpoint
@@ -284,6 +291,7 @@ func (s *Store) compactJournal() error {
 		next.close()
 		return err
 	}
+	next.base = next.size
 	s.oldJournal.close()
 	s.oldJournal = s.jr // removed once a checkpoint names the new one
 	s.jr = next
