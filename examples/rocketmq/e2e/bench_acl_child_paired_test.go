@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -87,16 +85,10 @@ func benchACLChildPaired(b *testing.B, flush string, on bool) {
 // startChildSide starts a child broker with flush and ACL off or on, and a
 // producer for it that signs when on.
 func startChildSide(b *testing.B, flush string, on bool) childSide {
-	ns := freeAddr(b)
-	env := []string{"E2E_DIR=" + b.TempDir(), "E2E_NS=" + ns, "E2E_BR=" + freeAddr(b), "E2E_FLUSH=" + flush}
+	ns, env := aclChildEnv(b, flush, on, false)
 	var cr primitive.Credentials
 	if on {
-		path := filepath.Join(b.TempDir(), "acl.json")
-		if err := os.WriteFile(path, []byte(benchACLDoc), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		env = append(env, "E2E_ACL="+path)
-		cr = primitive.Credentials{AccessKey: "bench", SecretKey: "bench-secret"}
+		cr = benchCreds
 	}
 	s := childSide{c: startChild(b, "broker", env...)}
 	s.p = newProducer(b, ns, producer.WithCredentials(cr))

@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,17 +34,10 @@ func BenchmarkRemotingACLConsumeChild(b *testing.B) {
 }
 
 func benchACLChildConsume(b *testing.B, on bool) {
-	ns := freeAddr(b)
-	env := []string{"E2E_DIR=" + b.TempDir(), "E2E_NS=" + ns, "E2E_BR=" + freeAddr(b), "E2E_FLUSH=async",
-		"E2E_CPUPROFILE=" + os.Getenv("E2E_BROKER_CPUPROFILE")}
+	ns, env := aclChildEnv(b, "async", on, true)
 	var cr primitive.Credentials
 	if on {
-		path := filepath.Join(b.TempDir(), "acl.json")
-		if err := os.WriteFile(path, []byte(benchACLDoc), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		env = append(env, "E2E_ACL="+path)
-		cr = primitive.Credentials{AccessKey: "bench", SecretKey: "bench-secret"}
+		cr = benchCreds
 	}
 	c := startChild(b, "broker", env...)
 	pid := c.cmd.Process.Pid
@@ -131,19 +122,10 @@ func BenchmarkRemotingACLSignedChild(b *testing.B) {
 }
 
 func benchACLSignedChildSend(b *testing.B, flush string, on bool) {
-	ns := freeAddr(b)
-	env := []string{"E2E_DIR=" + b.TempDir(), "E2E_NS=" + ns, "E2E_BR=" + freeAddr(b), "E2E_FLUSH=" + flush,
-		"E2E_CPUPROFILE=" + os.Getenv("E2E_BROKER_CPUPROFILE")}
-	if on {
-		path := filepath.Join(b.TempDir(), "acl.json")
-		if err := os.WriteFile(path, []byte(benchACLDoc), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		env = append(env, "E2E_ACL="+path)
-	}
+	ns, env := aclChildEnv(b, flush, on, true)
 	c := startChild(b, "broker", env...)
 	pid := c.cmd.Process.Pid
-	cr := primitive.Credentials{AccessKey: "bench", SecretKey: "bench-secret"} // signed either way
+	cr := benchCreds // signed either way
 	benchACLSendTo(b, ns, cr, func() (time.Duration, bool) { return cpuclock.Process(pid) })
 	c.stop(b)
 }

@@ -39,6 +39,28 @@ const benchACLDoc = `{
   ]
 }`
 
+// benchCreds are the benchmark user's credentials (benchACLDoc).
+var benchCreds = primitive.Credentials{AccessKey: "bench", SecretKey: "bench-secret"}
+
+// aclChildEnv is the environment of a child broker (startChild) with flush
+// and, when on, ACL from benchACLDoc; profile passes E2E_BROKER_CPUPROFILE
+// on. ns is its name server's address.
+func aclChildEnv(b *testing.B, flush string, on, profile bool) (ns string, env []string) {
+	ns = freeAddr(b)
+	env = []string{"E2E_DIR=" + b.TempDir(), "E2E_NS=" + ns, "E2E_BR=" + freeAddr(b), "E2E_FLUSH=" + flush}
+	if profile {
+		env = append(env, "E2E_CPUPROFILE="+os.Getenv("E2E_BROKER_CPUPROFILE"))
+	}
+	if on {
+		path := filepath.Join(b.TempDir(), "acl.json")
+		if err := os.WriteFile(path, []byte(benchACLDoc), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		env = append(env, "E2E_ACL="+path)
+	}
+	return ns, env
+}
+
 // aclBench starts the program with ACL off or on and returns the client
 // credentials to use (empty when off).
 func aclBench(b *testing.B, on bool) (*rmqtest.Broker, primitive.Credentials) {
@@ -53,7 +75,7 @@ func aclBench(b *testing.B, on bool) (*rmqtest.Broker, primitive.Credentials) {
 	if cfg.ACL, err = acl.New(c, acl.Options{}); err != nil {
 		b.Fatal(err)
 	}
-	return rmqtest.StartConfig(b, cfg), primitive.Credentials{AccessKey: "bench", SecretKey: "bench-secret"}
+	return rmqtest.StartConfig(b, cfg), benchCreds
 }
 
 // BenchmarkRemotingACL: the v2 client's 16 synchronous senders (1 KiB,
@@ -97,19 +119,10 @@ func BenchmarkRemotingACL(b *testing.B) {
 // benchACLChildSend is the send workload against a broker in a child
 // process, so its CPU (broker-cpu-µs/msg) is the broker's alone.
 func benchACLChildSend(b *testing.B, flush string, on, signs bool) {
-	ns := freeAddr(b)
-	env := []string{"E2E_DIR=" + b.TempDir(), "E2E_NS=" + ns, "E2E_BR=" + freeAddr(b), "E2E_FLUSH=" + flush,
-		"E2E_CPUPROFILE=" + os.Getenv("E2E_BROKER_CPUPROFILE")}
+	ns, env := aclChildEnv(b, flush, on, true)
 	var cr primitive.Credentials
-	if on {
-		path := filepath.Join(b.TempDir(), "acl.json")
-		if err := os.WriteFile(path, []byte(benchACLDoc), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		env = append(env, "E2E_ACL="+path)
-	}
 	if signs {
-		cr = primitive.Credentials{AccessKey: "bench", SecretKey: "bench-secret"}
+		cr = benchCreds
 	}
 	c := startChild(b, "broker", env...)
 	pid := c.cmd.Process.Pid
