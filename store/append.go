@@ -19,7 +19,7 @@ func (s *Store) validate(i int, m *Message) error {
 type waiter struct {
 	end  int64
 	done chan error
-	n    int // records
+	n    int // messages
 }
 
 // errLead on a waiter's channel hands it the lead (see Store.lead); it is
@@ -177,7 +177,7 @@ func (s *Store) lead(max, own int) {
 		last, took := s.lastGroup, s.lastFsync
 		s.mu.Unlock()
 		if n == 1 {
-			// The last fsync answered this leader's own records too, and
+			// The last fsync answered this leader's own messages too, and
 			// its caller appends nothing more until lead returns: do not
 			// wait for them.
 			last -= own

@@ -143,20 +143,20 @@ func (s *Store) fsyncLog() error {
 	s.pending = append(s.pending[:0], s.pending[k:]...)
 	k = 0
 	answer := s.answer[:0]
-	recs := 0
+	msgs := 0
 	for _, w := range s.waiters {
 		if w.end > target {
 			break
 		}
 		answer = append(answer, w.done)
-		recs += w.n
+		msgs += w.n
 		k++
 	}
 	s.waiters = append(s.waiters[:0], s.waiters[k:]...)
-	// Everyone answered will likely append again, as many records: the
+	// Everyone answered will likely append again, as many messages: the
 	// next fsync waits a little for them (lead).
-	s.waitRecs -= recs
-	s.lastGroup, s.lastFsync = recs+s.waitRecs, took
+	s.waitRecs -= msgs
+	s.lastGroup, s.lastFsync = msgs+s.waitRecs, took
 	s.walCond.Broadcast() // durable moved
 	s.mu.Unlock()
 	// Answered outside mu: a woken appender does not find it held by the

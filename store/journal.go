@@ -23,8 +23,9 @@ import (
 // buffered: with many queues the buffered entries alone can pass
 // journalMax, and a generation that starts past it must not be compacted
 // again at every checkpoint (each compaction copies every buffered entry:
-// at 100,000 queues that made appends 4× slower). The journal is derived state like every
-// index file: damaged or short, the index is rebuilt from the log.
+// at 100,000 queues that made appends 4× slower). The journal is derived
+// state like every index file: damaged or short, the index is rebuilt from
+// the log.
 //
 // A journal generation is the file index/journal.<gen>, a sequence of
 // blocks: uvarint payload length, CRC-32C of the payload (4 bytes, little
