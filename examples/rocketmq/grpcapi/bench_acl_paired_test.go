@@ -2,7 +2,6 @@ package grpcapi_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,7 +165,7 @@ func pairedReceiver(b *testing.B, br *rmqtest.Broker, cr credentials.SessionCred
 		}
 		wg.Wait()
 		if l := left.Load(); l > 0 && !b.Failed() {
-			b.Fatal(fmt.Sprintf("slice ended with %d of %d messages not received", l, n))
+			b.Fatalf("slice ended with %d of %d messages not received", l, n)
 		}
 	}
 }
