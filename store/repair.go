@@ -153,7 +153,7 @@ func repairOne(dir string, fsys fsx.FS, segs []*segment, ck *checkpoint, ce *Cor
 			}
 		}
 		if k < 0 {
-			return cut, fmt.Errorf("repair: segment %s not found", ce.Segment)
+			return cut, fmt.Errorf("%w: repair: segment %s not found", ErrCorrupt, ce.Segment)
 		}
 		if err := quarantine(dir, fsys, segs[k:], ce.Position, &cut); err != nil {
 			return cut, err

@@ -12,13 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/brokercore/brokercore/internal/testkit"
+	"github.com/brokercore/brokercore/brokertest"
 )
 
-// fakeClock is the test clock injected as Options.Now.
-type fakeClock = testkit.Clock
+// fakeClock is the test clock injected as Options.Now: brokertest's, as
+// any user of the library would take it (an example never imports the
+// library's internal packages).
+type fakeClock = brokertest.Clock
 
-func newFakeClock() *fakeClock { return testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
+func newFakeClock() *fakeClock { return brokertest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 func TestMain(m *testing.M) {
 	// signal_test.go re-runs this test binary as the real program.
