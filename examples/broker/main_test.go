@@ -20,7 +20,9 @@ import (
 // library's internal packages).
 type fakeClock = brokertest.Clock
 
-func newFakeClock() *fakeClock { return brokertest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
+func newFakeClock() *fakeClock {
+	return brokertest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+}
 
 func TestMain(m *testing.M) {
 	// signal_test.go re-runs this test binary as the real program.
