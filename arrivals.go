@@ -152,11 +152,30 @@ func (a *Arrivals) Wait(ctx context.Context, topic string, queueID int, offset i
 		case <-a.done:
 			return false
 		}
+		// Woken: look before watching again, so that a Wait the wake
+		// answers leaves no channel armed behind it (Stats.Watched counts
+		// queues someone waits on).
+		if a.resetsOf(k) != resets {
+			return !a.closed()
+		}
+		if a.src.MaxOffset(topic, queueID) > offset {
+			return true
+		}
 		var r uint64
 		if ch, r = a.watch(k); r != resets {
 			return !a.closed()
 		}
 	}
+}
+
+// resetsOf is the queue's Wake count (0 once closed).
+func (a *Arrivals) resetsOf(k queueKey) uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w := a.q[k]; w != nil {
+		return w.resets
+	}
+	return 0
 }
 
 func (a *Arrivals) closed() bool {

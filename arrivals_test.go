@@ -120,6 +120,32 @@ func TestArrivalsAResetRightAfterAnArrivalIsNotLost(t *testing.T) {
 	require.NoError(t, ctx.Err())
 }
 
+// A Wait an arrival answers leaves no channel armed behind it: Watched
+// counts queues someone waits on, and a test (or a dashboard) that waits
+// for a second waiter to watch must not see the first one's leftover.
+func TestArrivalsAnsweredWaitLeavesNothingWatched(t *testing.T) {
+	e := &ends{}
+	a := brokercore.NewArrivals(e)
+	defer a.Close()
+	got := waitResult(a, context.Background(), 0)
+	require.Eventually(t, func() bool { return a.Stats().Watched == 1 }, 5*time.Second, time.Millisecond)
+	e.max.Store(1)
+	a.Notify("T", 0, 1)
+	assert.True(t, <-got)
+	assert.Zero(t, a.Stats().Watched, "the answered waiter watches no more")
+
+	// Woken by an arrival below its offset, it watches again.
+	got = waitResult(a, context.Background(), 1)
+	require.Eventually(t, func() bool { return a.Stats().Watched == 1 }, 5*time.Second, time.Millisecond)
+	e.max.Store(1)
+	a.Notify("T", 0, 1)
+	require.Eventually(t, func() bool { return a.Stats().Watched == 1 && a.Stats().Notified == 2 }, 5*time.Second, time.Millisecond)
+	e.max.Store(2)
+	a.Notify("T", 0, 2)
+	assert.True(t, <-got)
+	assert.Zero(t, a.Stats().Watched)
+}
+
 func TestArrivalsCloseEndsEveryWaitAndWatch(t *testing.T) {
 	e := &ends{}
 	a := brokercore.NewArrivals(e)
