@@ -429,14 +429,14 @@ func TestAuditFilterLongPollFloodEndsWithPoll(t *testing.T) {
 	require.Eventually(t, func() bool { return e.st.MaxOffset("t", 0) > 10000 }, 10*time.Second, time.Millisecond)
 
 	const poll = 200 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // far past Poll: a loaded machine
 	defer cancel()
 	start := time.Now()
 	res, err := e.svc.Pop(ctx, pop.Request{Group: "g", Topic: "t", ClientID: "c", Filter: "A", Max: 32, Poll: poll})
 	elapsed := time.Since(start)
 	require.NoError(t, err, "the Poll ends the pop, not the ctx (after %v)", elapsed)
 	assert.Empty(t, res.Messages)
-	assert.Less(t, elapsed, 10*poll, "a pop with Poll %v took %v", poll, elapsed)
+	assert.Less(t, elapsed, 25*poll, "a pop with Poll %v took %v", poll, elapsed)
 }
 
 // FIFO with zero values: Max 1 and a block of DefaultInvisible.

@@ -326,6 +326,6 @@ func TestAcceptSyncIntervalFsyncsInTheBackground(t *testing.T) {
 	require.NoError(t, s.Append(msg("t", 0, "x")))
 	before := s.Stats().Syncs
 	require.NoError(t, s.Append(msg("t", 0, "y")))
-	require.Eventually(t, func() bool { return s.Stats().Syncs > before }, 3*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return s.Stats().Syncs > before }, 30*time.Second, time.Millisecond,
 		"an fsync every SyncEvery without an explicit Sync")
 }

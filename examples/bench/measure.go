@@ -76,22 +76,25 @@ func dirSize(dir string) int64 {
 // of 0 means no budget.
 type quota struct {
 	left     atomic.Int64
-	deadline time.Time
+	budget   time.Duration
+	deadline atomic.Int64 // unix nanoseconds: set by the first take (0 = not yet)
 }
 
 func newQuota(n int64, budget time.Duration) *quota {
-	q := &quota{}
+	q := &quota{budget: budget}
 	q.left.Store(n)
-	if budget > 0 {
-		q.deadline = time.Now().Add(budget)
-	}
 	return q
 }
 
 // take reserves up to k messages and returns how many it got (0 = stop).
+// The time budget starts at the first take, not when the quota is made:
+// a machine slow to start the producers still gets the whole budget.
 func (q *quota) take(k int64) int64 {
-	if !q.deadline.IsZero() && time.Now().After(q.deadline) {
-		return 0
+	if q.budget > 0 {
+		now := time.Now().UnixNano()
+		if !q.deadline.CompareAndSwap(0, now+int64(q.budget)) && now > q.deadline.Load() {
+			return 0
+		}
 	}
 	for {
 		left := q.left.Load()

@@ -78,10 +78,11 @@ func TestRunServesAndExitsZeroOnSignal(t *testing.T) {
 	select {
 	case code := <-done:
 		assert.Equal(t, 0, code, errOut.String())
-	case <-time.After(15 * time.Second):
+	case <-time.After(25 * time.Second):
 		t.Fatal("run did not return after the signal")
 	}
-	assert.Less(t, time.Since(start), 5*time.Second, "the long poll held the shutdown")
+	// Well under the 30 s Poll (a loaded machine takes seconds to stop).
+	assert.Less(t, time.Since(start), 20*time.Second, "the long poll held the shutdown")
 	assert.Equal(t, http.StatusServiceUnavailable, statusOf(t, <-polled), "the woken long poll says why")
 	assert.Contains(t, errOut.String(), "brokercore broker listening")
 	assert.Contains(t, errOut.String(), "broker stopped cleanly")

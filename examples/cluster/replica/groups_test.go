@@ -199,8 +199,15 @@ func tryProduce(gc *gcluster, topic string, q int, body string) error {
 // A leader killed takes down its groups' leadership only: the groups led
 // elsewhere keep their leader and term and go on acknowledging; the killed
 // group's queues resume under a new leader; nothing acknowledged is lost.
+//
+// The test asserts no other election happens, so its leases are long: a
+// leader stalled by a loaded machine under -race must not step down on its
+// own (that would be the machine, not the kill).
 func TestGroupsLeaderKillStopsOnlyItsGroup(t *testing.T) {
-	gc := newGroupsCluster(t, 3, func(_ int, c *Config) { steadyConfig(c) })
+	gc := newGroupsCluster(t, 3, func(_ int, c *Config) {
+		steadyConfig(c)
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimout = 2*time.Second, 2*time.Second, 1500*time.Millisecond
+	})
 	gc.spread() // group g led by n<g+1>
 	const queues = 6
 	var want acked

@@ -123,7 +123,9 @@ func TestOrderlyMemberKilledHandsOverAfterLockExpiry(t *testing.T) {
 	}
 	require.NotEmpty(t, held, "A held queues when it was killed")
 	for q, l := range held {
-		require.Eventually(t, func() bool { _, ok := h.first(q); return ok }, 40*time.Second, 50*time.Millisecond,
+		// The lease, then the client's 20 s rebalance ticker and its pull
+		// backoff: a minute leaves a loaded machine room.
+		require.Eventually(t, func() bool { _, ok := h.first(q); return ok }, 60*time.Second, 50*time.Millisecond,
 			"queue %d handed over", q)
 		at, _ := h.first(q)
 		require.False(t, at.Before(l.Expires), "queue %d: consumed by B at %v, before A's lease expired at %v", q, at, l.Expires)

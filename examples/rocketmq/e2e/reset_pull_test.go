@@ -162,7 +162,7 @@ func TestPullConsumerResumesFromCommittedOffsetsAfterRestart(t *testing.T) {
 		}
 		return sum
 	}
-	assert.Eventually(t, func() bool { return committed() == int64(len(first)) }, 5*time.Second, 20*time.Millisecond)
+	assert.Eventually(t, func() bool { return committed() == int64(len(first)) }, 30*time.Second, 20*time.Millisecond)
 	require.Equal(t, int64(len(first)), committed(), "every acked message committed, nothing else")
 
 	require.NoError(t, b.Restart())

@@ -105,12 +105,12 @@ func TestInvisibleTimeExpiryRedeliversWithHigherAttemptNotEarly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ids := sendN(t, ctx, p, topic, 1, nil)
+	asked := time.Now() // the invisible time starts after this, however slow the answer
 	first := receiveOne(t, ctx, c, 3*time.Second)
-	got := time.Now()
 	require.Equal(t, ids[0], first.GetMessageId())
 	require.EqualValues(t, 1, first.GetDeliveryAttempt())
 	again := receiveOne(t, ctx, c, 3*time.Second)
-	require.GreaterOrEqual(t, time.Since(got), 2900*time.Millisecond, "redelivered before its invisible time ended")
+	require.GreaterOrEqual(t, time.Since(asked), 2900*time.Millisecond, "redelivered before its invisible time ended")
 	require.Equal(t, ids[0], again.GetMessageId())
 	require.EqualValues(t, 2, again.GetDeliveryAttempt())
 	require.NoError(t, c.Ack(ctx, again))
@@ -165,9 +165,14 @@ func TestChangeInvisibleDurationShortensAndExtends(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	mvs, err := receive(ctx, c, 1, 2*time.Second)
 	require.NoError(t, err)
-	require.Empty(t, mvs, "an extended message came back at its first invisible time")
-	again := receiveOne(t, ctx, c, 30*time.Second)
-	require.GreaterOrEqual(t, time.Since(extended), 4900*time.Millisecond)
+	var again *rmq.MessageView
+	if len(mvs) > 0 { // only a slow machine gets here as late as 5 s: earlier is the extension not kept
+		again = mvs[0]
+	} else {
+		again = receiveOne(t, ctx, c, 30*time.Second)
+	}
+	require.GreaterOrEqual(t, time.Since(extended), 4900*time.Millisecond,
+		"an extended message came back at its first invisible time")
 	require.EqualValues(t, 3, again.GetDeliveryAttempt())
 
 	// Change then ack with the handle the client now holds.
@@ -290,7 +295,7 @@ func TestDeliveryTimeFiveSecondsAheadArrivesAfterItAndNotBefore(t *testing.T) {
 	arrived := time.Now()
 	require.Equal(t, r[0].MessageID, mv.GetMessageId())
 	require.False(t, arrived.Before(at), "delivered %v before its time", at.Sub(arrived))
-	require.Less(t, arrived.Sub(at), 3*time.Second, "delivered too late")
+	require.Less(t, arrived.Sub(at), 10*time.Second, "delivered too late") // a long poll's 30 s would be a bug
 	require.NotNil(t, mv.GetDeliveryTimestamp())
 	require.WithinDuration(t, at, *mv.GetDeliveryTimestamp(), time.Millisecond)
 	require.NoError(t, c.Ack(ctx, mv))

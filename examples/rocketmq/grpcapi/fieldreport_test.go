@@ -144,7 +144,7 @@ func TestFieldReportFIFORetryWithSameAttemptIDGetsSameBatchUnderLockContention(t
 	require.Equal(t, r[0].MessageID, proxy.retry[0].GetSystemProperties().GetMessageId())
 	require.EqualValues(t, 1, proxy.retry[0].GetSystemProperties().GetDeliveryAttempt(), "no extra attempt for the same attempt id")
 	require.NotEqual(t, proxy.lost[0].GetSystemProperties().GetReceiptHandle(), proxy.retry[0].GetSystemProperties().GetReceiptHandle())
-	require.Less(t, proxy.retryTook, 2*time.Second, "the retry waited (long poll or invisible time) instead of re-entering")
+	require.Less(t, proxy.retryTook, 10*time.Second, "the retry waited (long poll or invisible time) instead of re-entering")
 	proxy.mu.Unlock()
 	select {
 	case <-acked:
@@ -198,7 +198,9 @@ func TestFieldReportConcurrentSameAttemptIDReceivesAllGetTheBatch(t *testing.T) 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				msgs, code, err := rawReceive(ctx, c, group, topic, "X", 2, time.Second)
+				// A poll long enough for the lock on a loaded machine: an
+				// answer comes as soon as it is there.
+				msgs, code, err := rawReceive(ctx, c, group, topic, "X", 2, 10*time.Second)
 				switch {
 				case err != nil || code != v2.Code_OK || len(msgs) == 0:
 					empties.Add(1)

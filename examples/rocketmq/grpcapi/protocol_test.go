@@ -236,11 +236,13 @@ func TestBadHandlesAndFiltersAreRefused(t *testing.T) {
 
 // TestLongPollEndsBeforeTheClientsDeadline: a receive asking for a longer
 // poll than its deadline allows still ends, with a status, before it.
+// The margin is wider than the default so that a loaded machine has time
+// to deliver the answer.
 func TestLongPollEndsBeforeTheClientsDeadline(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, grpcapi.Options{})
+	b := startBroker(t, grpcapi.Options{DeadlineMargin: 6 * time.Second})
 	c := rawClient(t, b.endpoint)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
 	s, err := c.ReceiveMessage(ctx, &v2.ReceiveMessageRequest{Group: &v2.Resource{Name: "g"},
@@ -251,6 +253,6 @@ func TestLongPollEndsBeforeTheClientsDeadline(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, v2.Code_MESSAGE_NOT_FOUND, f.GetStatus().GetCode())
 	took := time.Since(start)
-	assert.Less(t, took, 4*time.Second)
-	assert.Greater(t, took, 2*time.Second, "it did not long-poll at all")
+	assert.Less(t, took, 10*time.Second)
+	assert.Greater(t, took, 3*time.Second, "it did not long-poll at all")
 }
