@@ -55,7 +55,10 @@ func httpClusterWith(t *testing.T, secret []byte, now func() time.Time) (*tclust
 	for _, id := range c.ids {
 		n, err := replica.Open(replica.Config{ID: id, Dir: t.TempDir(), Transport: trans[id], Addr: addrs[id],
 			Bootstrap: servers, BootstrapAddrs: addrs,
-			HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond, LeaderLeaseTimout: 250 * time.Millisecond,
+			// A leader a loaded machine (load average 10, -race) stalls for
+			// most of a second keeps leading: the tests look at the leader
+			// they found.
+			HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLeaseTimout: 900 * time.Millisecond,
 			ApplyTimeout: 2 * time.Second, ScheduleTick: 10 * time.Millisecond, CommitEvery: 20 * time.Millisecond,
 			Probe: func(id, _, _ string) error { return nil }})
 		require.NoError(t, err)

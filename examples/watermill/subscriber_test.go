@@ -259,21 +259,26 @@ func TestFIFONackKeepsLaterMessagesBehindTheNackedOne(t *testing.T) {
 
 // TestSlowHandlerKeepsItsMessageFromTheRestOfTheGroup rules out a message
 // being redelivered to another subscriber while its handler is still
-// working: pop's clock moves well past the invisible time, in steps small
-// enough for the subscriber's periodic extensions to keep up. (Checked by
-// disabling extend: the other subscriber then gets the message.)
+// working: pop's clock moves well past the invisible time, a step after
+// each of the subscriber's periodic extensions (so a machine that stalls
+// the extender stalls the clock too). (Checked by disabling extend: no
+// extension comes, and the test fails waiting for one.)
 func TestSlowHandlerKeepsItsMessageFromTheRestOfTheGroup(t *testing.T) {
 	clk := newClock()
 	b := fakeClockBackend(t, clk)
 	const invisible = 600 * time.Millisecond // extended every 200 ms of real time
 	cfg := wmbc.Config{Store: b.Store, Pop: b.Pop, ConsumerGroup: "g", InvisibleTime: invisible, BatchSize: 1}
 	sent := publish(t, newPublisher(t, cfg), "t", "slow")
-	ch := subscribe(t, newSubscriber(t, cfg), context.Background(), "t")
+	slow := newSubscriber(t, cfg)
+	ch := subscribe(t, slow, context.Background(), "t")
 	m := receive(t, ch)
 	require.Equal(t, sent[0].UUID, m.UUID)
 
 	other := subscribe(t, newSubscriber(t, cfg), context.Background(), "t")
 	for i := 0; i < 12; i++ { // 1.2 s of pop time, twice the invisible time
+		ext := slow.Stats().Extended
+		require.Eventually(t, func() bool { return slow.Stats().Extended > ext }, 30*time.Second, time.Millisecond,
+			"the subscriber extends the invisible time of the message its handler holds")
 		clk.Add(invisible / 6)
 		select {
 		case dup := <-other:

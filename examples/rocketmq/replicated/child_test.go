@@ -99,7 +99,8 @@ func tryProcs(t *testing.T, n int) ([]*nodeProc, error) {
 	for i := 0; i < n; i++ {
 		cfg := Config{Dir: t.TempDir(), ID: fmt.Sprintf("n%d", i+1), RaftAddr: freeAddr(t),
 			BrokerAddr: freeAddr(t), NameSrvAddr: freeAddr(t), GRPCAddr: freeAddr(t), GRPCLongPolling: 2 * time.Second, Bootstrap: true,
-			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond}
+		}
+		steadyRaft(&cfg)
 		peers = append(peers, Peer{ID: cfg.ID, RaftAddr: cfg.RaftAddr, BrokerAddr: cfg.BrokerAddr, GRPCAddr: cfg.GRPCAddr})
 		ps = append(ps, &nodeProc{cfg: cfg})
 	}

@@ -64,7 +64,8 @@ func tryCluster(t testing.TB, n int, tweaks []func(*Config)) (*cluster, error) {
 	}
 	for i, p := range peers {
 		cfg := Config{Dir: t.TempDir(), ID: p.ID, Transport: c.trans[i], Peers: peers, Bootstrap: true, BrokerAddr: p.BrokerAddr, GRPCAddr: p.GRPCAddr,
-			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, Logger: log}
+			Logger: log}
+		steadyRaft(&cfg)
 		for _, tw := range tweaks {
 			tw(&cfg)
 		}
@@ -127,6 +128,14 @@ func (c *cluster) nameServers() []string {
 		ns = append(ns, s.NameSrvAddr())
 	}
 	return ns
+}
+
+// steadyRaft is the tests' raft timing: a leader stalled for most of a
+// second by a loaded machine (load average 10, -race) keeps leading, so a
+// test that looks at the leader it found sees the same one throughout.
+// Elections take 1–2 s.
+func steadyRaft(cfg *Config) {
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, 900*time.Millisecond
 }
 
 // A follower refuses a send with SERVICE_NOT_AVAILABLE (the clients retry

@@ -111,7 +111,12 @@ type Config struct {
 	// HeartbeatTimeout and ElectionTimeout are raft's (0 = replica's
 	// defaults, 1 s each).
 	HeartbeatTimeout, ElectionTimeout time.Duration
-	Logger                            *slog.Logger
+	// LeaderLeaseTimeout is how long a leader leads without hearing from a
+	// quorum (0 = replica's default: 500 ms, at most 9/10 of
+	// HeartbeatTimeout). Longer rides out a machine's stalls without an
+	// election; shorter lets a cut-off leader stop refusing sooner.
+	LeaderLeaseTimeout time.Duration
+	Logger             *slog.Logger
 	// Txn configures the transactions the leader runs (txn.go; nil =
 	// txn's defaults): check timing and limits. Its Checker defaults to
 	// the node's protocols, its ProgressPath to Dir/txn-progress; its Now
@@ -270,7 +275,7 @@ func (s *Server) open() (err error) {
 	cfg := s.cfg
 	rc := replica.Config{ID: cfg.ID, Dir: filepath.Join(cfg.Dir, "replica"), RaftAddr: cfg.RaftAddr,
 		Addr: s.brAddr, Transport: cfg.Transport, Levels: cfg.DelayLevels, Logger: cfg.Logger,
-		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimout: cfg.LeaderLeaseTimeout,
 		KeyProperties: []string{"UNIQ_KEY"}, // the message id, for QUERY_MESSAGE by unique key
 		Now:           cfg.Now, ClusterSecret: cfg.ClusterSecret, InsecureRaft: cfg.InsecureRaft}
 	rc.Transactions = s.txnOptions() // txn.go

@@ -21,7 +21,7 @@ import (
 // txnListener is the v2 producer's transaction listener: a body's prefix
 // says what Execute answers ("commit", "rollback", "check": unknown, and
 // commit on the check); the check answers by transaction id what Execute
-// decided, and rolls back a transaction it never executed.
+// decided, and answers unknown (ask again) for one it has not executed.
 type txnListener struct {
 	mu      sync.Mutex
 	decided map[string]primitive.LocalTransactionState // transaction id → the final answer
@@ -55,7 +55,12 @@ func (l *txnListener) CheckLocalTransaction(m *primitive.MessageExt) primitive.L
 	if s, ok := l.decided[m.TransactionId]; ok {
 		return s
 	}
-	return primitive.RollbackMessageState
+	// Not executed here (yet): a check can come before the client has run
+	// ExecuteLocalTransaction when the half's answer took longer than the
+	// check timeout (a loaded machine), or for a half whose send the client
+	// saw fail and sent again. Rolling back the first kind would lose an
+	// acknowledged commit; asking again later loses nothing.
+	return primitive.UnkonwnState
 }
 
 func (l *txnListener) checks(prefix string) int {
