@@ -261,6 +261,26 @@ func reportLogWrites(b *testing.B, leader *Node, nodes []*Node) {
 	}
 }
 
+// reportGroupSyncs reports the fdatasyncs of every raft log of every
+// member and group per message (fsyncs/msg) and their mean time: with
+// BenchmarkFsyncFloor's syncs/s on the same disk, what the disk alone lets
+// the case reach.
+func reportGroupSyncs(b *testing.B, members []*Groups) {
+	var syncs, nanos uint64
+	for _, gs := range members {
+		for g := range gs.N() {
+			if ls, ok := gs.Group(g).logs.(*logStore); ok {
+				st := ls.stats()
+				syncs, nanos = syncs+st.Batches, nanos+st.SyncNanos
+			}
+		}
+	}
+	if syncs > 0 {
+		b.ReportMetric(float64(syncs)/float64(b.N), "fsyncs/msg")
+		b.ReportMetric(float64(nanos)/float64(syncs)/1e3, "fsync-µs")
+	}
+}
+
 // BenchmarkProducePolicy runs the 64-producer replicated row under the
 // batcher's policies side by side (depth = entries in flight, yields =
 // how long a cut waits for ready producers to queue; depth=4/yields=0 with
@@ -382,6 +402,7 @@ func BenchmarkProduceGroups(b *testing.B) {
 				})
 			})
 			b.ReportMetric(float64(retries.Load()), "retries")
+			reportGroupSyncs(b, members)
 			var p, e, qn, rn, wn uint64
 			for g := range leaders {
 				l := leaders[g].Load()
