@@ -7,9 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // BenchmarkFsyncFloor is what this machine's disk alone lets
@@ -46,34 +44,30 @@ func benchFsyncFloor(b *testing.B, files, size int, msgsPerSync float64) {
 		fs[i] = f
 	}
 	buf := make([]byte, size)
-	var r0, r1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
 	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i, f := range fs {
-		n := b.N / files
-		if i < b.N%files {
-			n++
-		}
-		wg.Go(func() {
-			for range n {
-				if _, err := f.Write(buf); err != nil {
-					b.Error(err)
-					return
-				}
-				if err := datasync(f); err != nil {
-					b.Error(err)
-					return
-				}
+	cpu, el := processCPU(func() {
+		var wg sync.WaitGroup
+		for i, f := range fs {
+			n := b.N / files
+			if i < b.N%files {
+				n++
 			}
-		})
-	}
-	wg.Wait()
-	el := time.Since(start)
+			wg.Go(func() {
+				for range n {
+					if _, err := f.Write(buf); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := datasync(f); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
 	b.StopTimer()
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
-	cpu := time.Duration(r1.Utime.Nano() + r1.Stime.Nano() - r0.Utime.Nano() - r0.Stime.Nano())
 	syncs := float64(b.N)
 	b.ReportMetric(syncs/el.Seconds(), "syncs/s")
 	b.ReportMetric(float64(cpu.Microseconds())/syncs, "cpu-µs/sync")
