@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/brokercore/brokercore/brokertest"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/brokertest"
 	"github.com/brokercore/brokercore/examples/cluster/replica"
 	"github.com/stretchr/testify/require"
 )

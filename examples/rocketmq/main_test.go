@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/brokercore/brokercore/brokertest"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/brokertest"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )

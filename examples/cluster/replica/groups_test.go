@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/brokercore/brokercore/brokertest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/brokertest"
 	"github.com/brokercore/brokercore/examples/cluster/internal/testkit"
 	"github.com/brokercore/brokercore/pop"
 	"github.com/brokercore/brokercore/store"

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"github.com/brokercore/brokercore/brokertest"
 	"io"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/brokertest"
 	"github.com/stretchr/testify/require"
 )
 

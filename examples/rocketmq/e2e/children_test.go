@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/brokercore/brokercore"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -12,6 +11,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/brokercore/brokercore"
 	"github.com/brokercore/brokercore/examples/rocketmq/server"
 )
 

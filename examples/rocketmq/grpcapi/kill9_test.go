@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/brokercore/brokercore/brokertest"
 	"io"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/brokertest"
 	"github.com/stretchr/testify/require"
 
 	"github.com/brokercore/brokercore"

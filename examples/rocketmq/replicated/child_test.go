@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/brokercore/brokercore/brokertest"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokercore/brokercore/brokertest"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/broker"
 	"github.com/brokercore/brokercore/examples/rocketmq/remoting/wire"
 	"github.com/brokercore/brokercore/txn"
